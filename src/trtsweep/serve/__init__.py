@@ -1,0 +1,1 @@
+"""Starting, health-checking and stopping Triton Inference Server (local, native, container runtimes)."""

@@ -1,0 +1,229 @@
+"""Triton server lifecycle: build the command line, refuse busy ports, start, wait for readiness, stop.
+
+A started server is described by a small JSON state file (pid, process start time, ports, command) so
+that a different process (a later Ansible task, a handler, a test's teardown) can stop exactly that
+server by PID, and never a process that happened to reuse the PID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.fileio import atomic_write_text
+from trtsweep.serve.local_runtime import LocalRuntime
+
+RUNTIMES = ("local", "native")
+LOG_TAIL_LINES = 25
+
+
+@dataclass
+class ServerSpec:
+    """Everything needed to start one Triton server for one model repository."""
+
+    model_repository: Path
+    log_file: Path
+    runtime: str = "local"
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+    bind_address: str = "127.0.0.1"
+    tritonserver: str = "tritonserver"
+    log_verbose: int = 0
+    exit_timeout_s: int = 10
+    cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "trtsweep")
+    extra_args: list[str] = field(default_factory=list)
+
+    def ports(self) -> dict[str, int]:
+        return {"http": self.http_port, "grpc": self.grpc_port, "metrics": self.metrics_port}
+
+    def health_url(self) -> str:
+        host = "127.0.0.1" if self.bind_address in ("0.0.0.0", "") else self.bind_address
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.http_port}/v2/health/ready"
+
+
+def build_command(spec: ServerSpec) -> tuple[list[str], dict[str, str]]:
+    """Return (argv, environment) for the server; argv is a list, never a shell string."""
+    if spec.runtime not in RUNTIMES:
+        raise TrtsweepError(f"triton runtime {spec.runtime!r} is not supported; expected one of {RUNTIMES}")
+    common = [
+        f"--model-repository={spec.model_repository}",
+        f"--http-port={spec.http_port}",
+        f"--grpc-port={spec.grpc_port}",
+        f"--metrics-port={spec.metrics_port}",
+        f"--http-address={spec.bind_address}",
+        f"--grpc-address={spec.bind_address}",
+        f"--metrics-address={spec.bind_address}",
+        "--disable-auto-complete-config",
+        # Several servers on one host must not share python-backend shared-memory regions.
+        f"--backend-config=python,shm-region-prefix-name=trtsweep{spec.http_port}_",
+        f"--log-verbose={spec.log_verbose}",
+        f"--exit-timeout-secs={spec.exit_timeout_s}",
+    ]
+    if spec.runtime == "local":
+        runtime = LocalRuntime.discover()
+        argv = [str(runtime.binary), *common, f"--backend-directory={runtime.backend_directory(spec.cache_dir)}"]
+        env = runtime.environment()
+    else:
+        argv = [spec.tritonserver, *common]
+        env = dict(os.environ)
+    return [*argv, *spec.extra_args], env
+
+
+def busy_ports(address: str, ports: dict[str, int]) -> dict[str, int]:
+    """Ports (by role) that cannot be bound on `address` right now."""
+    busy = {}
+    for role, port in ports.items():
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((address, port))
+            except OSError:
+                busy[role] = port
+    return busy
+
+
+def _check_ports(spec: ServerSpec) -> None:
+    if len(set(spec.ports().values())) != 3:
+        raise TrtsweepError(f"http, grpc and metrics ports must differ, got {spec.ports()}")
+    busy = busy_ports(spec.bind_address, spec.ports())
+    if busy:
+        which = ", ".join(f"{role} port {port}" for role, port in busy.items())
+        raise TrtsweepError(f"{which} on {spec.bind_address} already in use; stop that server or pick free ports")
+
+
+def log_tail(log_file: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = log_file.read_text(errors="replace")
+    except OSError:
+        return "(no server log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class ServerState:
+    """What is needed to find and stop a started server later."""
+
+    pid: int
+    start_ticks: int
+    argv: list[str]
+    ports: dict[str, int]
+    bind_address: str
+    health_url: str
+    log_file: str
+
+    def save(self, path: Path) -> None:
+        atomic_write_text(path, json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> ServerState:
+        return cls(**json.loads(path.read_text()))
+
+
+def _start_ticks(pid: int) -> int | None:
+    """Process start time in clock ticks since boot (/proc/<pid>/stat field 22), None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+def is_running(state: ServerState) -> bool:
+    return _start_ticks(state.pid) == state.start_ticks
+
+
+def start(spec: ServerSpec, state_file: Path) -> ServerState:
+    """Start the server in its own process group; return at once (see `wait_ready`)."""
+    if not spec.model_repository.is_dir():
+        raise TrtsweepError(f"model repository {spec.model_repository} does not exist")
+    _check_ports(spec)
+    argv, env = build_command(spec)
+    spec.log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(spec.log_file, "ab") as log:
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise TrtsweepError(f"cannot start {argv[0]}: {exc.strerror}") from exc
+    ticks = _start_ticks(proc.pid)
+    state = ServerState(
+        pid=proc.pid, start_ticks=ticks if ticks is not None else -1, argv=argv, ports=spec.ports(),
+        bind_address=spec.bind_address, health_url=spec.health_url(), log_file=str(spec.log_file),
+    )
+    state.save(state_file)
+    return state
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def wait_ready(state: ServerState, timeout_s: float) -> float:
+    """Block until the server reports ready; on failure stop it and raise with the log tail."""
+    started = time.monotonic()
+    while True:
+        if _ready(state.health_url):
+            return time.monotonic() - started
+        if not is_running(state):
+            reason = "exited before becoming ready"
+            break
+        if time.monotonic() - started > timeout_s:
+            reason = f"not ready after {timeout_s:g} s"
+            break
+        time.sleep(0.25)
+    stop(state)
+    tail = log_tail(Path(state.log_file))
+    last = next((line for line in reversed(tail.splitlines()) if line.strip()), "")
+    raise TrtsweepError(f"triton server {reason}: {last.strip()} (log: {state.log_file})\n{tail}")
+
+
+def stop(state: ServerState, grace_s: float = 15.0) -> bool:
+    """Stop the server's process group (TERM, then KILL after `grace_s`); True if it was running.
+
+    Returns only once the process is gone and its ports can be bound again.
+    """
+    if not is_running(state):
+        return False
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(state.pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and is_running(state):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(state.pid, os.WNOHANG)
+            time.sleep(0.1)
+        if not is_running(state):
+            break
+    _wait_ports_free(state)
+    return True
+
+
+def _wait_ports_free(state: ServerState, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while busy := busy_ports(state.bind_address, state.ports):
+        if time.monotonic() > deadline:
+            raise TrtsweepError(f"server pid {state.pid} stopped but ports {busy} are still in use")
+        time.sleep(0.2)

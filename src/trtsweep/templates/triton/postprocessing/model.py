@@ -1,0 +1,43 @@
+"""Triton python model `postprocessing`: token ids -> text, as in TensorRT-LLM's inflight_batcher_llm.
+
+Inputs:  TOKENS_BATCH (INT32 [-1, -1]: beams x tokens), SEQUENCE_LENGTH (INT32 [-1]: per beam).
+Outputs: OUTPUT (BYTES [-1]: one text per beam).
+Parameters: tokenizer_dir, skip_special_tokens.
+"""
+
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+from transformers import AutoTokenizer
+
+
+def _param(config, key, default=None):
+    value = config["parameters"].get(key, {}).get("string_value", default)
+    return default if value is None or value.startswith("${") else value
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.skip_special = _param(config, "skip_special_tokens", "true").lower() in ("true", "1")
+        self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir"), trust_remote_code=True)
+
+    def _one(self, request):
+        tokens = pb_utils.get_input_tensor_by_name(request, "TOKENS_BATCH").as_numpy()
+        lengths = pb_utils.get_input_tensor_by_name(request, "SEQUENCE_LENGTH").as_numpy()
+        texts = np.empty(lengths.shape, dtype=object)
+        for b in range(tokens.shape[0]):
+            for beam in range(tokens.shape[1]):
+                ids = tokens[b, beam, : int(lengths[b, beam])].tolist()
+                texts[b, beam] = self.tokenizer.decode(ids, skip_special_tokens=self.skip_special).encode("utf-8")
+        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", texts)])
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            try:
+                responses.append(self._one(request))
+            except Exception as exc:
+                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"postprocessing: {exc}")))
+        return responses

@@ -1,0 +1,1 @@
+"""Triton model repositories for TensorRT-LLM style serving (inflight_batcher_llm layout)."""
