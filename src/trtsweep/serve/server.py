@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -146,6 +147,9 @@ def _start_ticks(pid: int) -> int | None:
 
 
 def is_running(state: ServerState) -> bool:
+    """True while the very process that was started is alive (a reaped zombie or a reused PID is not)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(state.pid, os.WNOHANG)  # reap it if it is our exited child
     return _start_ticks(state.pid) == state.start_ticks
 
 
@@ -196,8 +200,23 @@ def wait_ready(state: ServerState, timeout_s: float) -> float:
         time.sleep(0.25)
     stop(state)
     tail = log_tail(Path(state.log_file))
-    last = next((line for line in reversed(tail.splitlines()) if line.strip()), "")
-    raise TrtsweepError(f"triton server {reason}: {last.strip()} (log: {state.log_file})\n{tail}")
+    raise TrtsweepError(f"triton server {reason}: {failure_cause(Path(state.log_file))} (log: {state.log_file})\n{tail}")
+
+
+MODEL_LOAD_FAILURE = re.compile(r"failed to load '([^']+)' version \d+: (.*?)(?:\\n|\"$|$)")
+
+
+def failure_cause(log_file: Path) -> str:
+    """The most telling line of a failed start: a model's load error if any, else the last log line."""
+    try:
+        lines = log_file.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no server log)"
+    for line in lines:
+        match = MODEL_LOAD_FAILURE.search(line)
+        if match:
+            return f"model '{match.group(1)}' failed to load: {match.group(2)}"
+    return next((line.strip() for line in reversed(lines) if line.strip()), "(empty server log)")
 
 
 def stop(state: ServerState, grace_s: float = 15.0) -> bool:
@@ -212,8 +231,6 @@ def stop(state: ServerState, grace_s: float = 15.0) -> bool:
             os.killpg(state.pid, sig)
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and is_running(state):
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(state.pid, os.WNOHANG)
             time.sleep(0.1)
         if not is_running(state):
             break

@@ -1,0 +1,83 @@
+#!/usr/bin/python
+# Copyright: trtsweep contributors
+# Apache-2.0
+"""Ansible module: generate a Triton model repository of the inflight_batcher_llm layout."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: trtsweep_triton_repo
+short_description: Generate and check a Triton TensorRT-LLM style model repository
+description:
+  - Renders C(preprocessing), C(tensorrt_llm), C(postprocessing) and C(ensemble) from trtsweep's own
+    templates, writes only files whose content changed, and checks the result (no placeholder left,
+    every config.pbtxt parses with Triton's ModelConfig schema, ensemble steps wired to existing tensors).
+options:
+  dest:
+    description: Directory of the model repository.
+    type: path
+    required: true
+  params:
+    description: Repository parameters (see C(trtsweep.triton.repository.DEFAULTS)); C(engine_dir) and
+      C(tokenizer_dir) are required.
+    type: dict
+    required: true
+attributes:
+  check_mode: {support: full}
+  diff_mode: {support: full}
+  idempotent: {support: full}
+"""
+
+EXAMPLES = r"""
+- name: Generate the repository
+  trtsweep_triton_repo:
+    dest: /srv/trtsweep/points/p1/triton_repo
+    params:
+      backend: hf
+      engine_dir: /models/SmolLM2-135M-Instruct
+      tokenizer_dir: /models/SmolLM2-135M-Instruct
+      triton_max_batch_size: 4
+      decoupled_mode: true
+"""
+
+RETURN = r"""
+changed_files:
+  description: Files (relative to dest) written or, in check mode, that would be written.
+  returned: always
+  type: list
+  elements: str
+  sample: [tensorrt_llm/config.pbtxt]
+params:
+  description: The resolved parameters (defaults applied).
+  returned: always
+  type: dict
+"""
+
+from pathlib import Path
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.trtsweep_common import require_trtsweep, run_or_fail
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={"dest": {"type": "path", "required": True}, "params": {"type": "dict", "required": True}},
+        supports_check_mode=True,
+    )
+    require_trtsweep(module)
+    from trtsweep.triton import repository
+
+    params = module.params["params"]
+    files = run_or_fail(module, repository.render, params)
+    result = repository.write(files, Path(module.params["dest"]), check_mode=module.check_mode)
+    out = {
+        "changed": bool(result.changed), "changed_files": result.changed,
+        "params": repository.resolve(params), "dest": module.params["dest"],
+    }
+    if module._diff and result.diffs:
+        out["diff"] = result.diffs
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""`trtsweep`: helper commands around the Ansible sweep (demo model, planning, report)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from trtsweep.errors import TrtsweepError
+
+
+def _demo_model(args: argparse.Namespace) -> None:
+    from trtsweep.demo_model import materialize
+    from trtsweep.paths import cache_dir
+
+    print(json.dumps(materialize(args.cache_dir or cache_dir()).as_dict(), indent=2))
+
+
+def _plan(args: argparse.Namespace) -> None:
+    from trtsweep.planning import expand
+
+    try:
+        data = yaml.safe_load(args.sweep_file.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise TrtsweepError(f"{args.sweep_file}: cannot read sweep: {exc}") from exc
+    sweep = data.get("trtsweep_sweep", data) if isinstance(data, dict) else data
+    for point in expand(sweep):
+        print(point["id"])
+
+
+def _report(args: argparse.Namespace) -> None:
+    from trtsweep.report import write
+
+    text, _ = write(args.results_dir)
+    print(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="trtsweep", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo-model", help="materialize the bundled demo model (HF dir + offline hub cache)")
+    demo.add_argument("--cache-dir", type=Path, help="default: $TRTSWEEP_CACHE or ~/.cache/trtsweep")
+    demo.set_defaults(func=_demo_model)
+    plan = sub.add_parser("plan", help="list the points of a sweep file")
+    plan.add_argument("sweep_file", type=Path)
+    plan.set_defaults(func=_plan)
+    report = sub.add_parser("report", help="print and write the report of a results/<sweep> directory")
+    report.add_argument("results_dir", type=Path)
+    report.set_defaults(func=_report)
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except TrtsweepError as exc:
+        print(f"trtsweep: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

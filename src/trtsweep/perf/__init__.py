@@ -1,0 +1,1 @@
+"""llm-perf: an LLM-aware benchmark client for Triton (gRPC/HTTP) and OpenAI-compatible servers."""

@@ -1,0 +1,140 @@
+"""One benchmark run: prepare requests from the data set, run every level, export as it goes.
+
+This is the library entry point shared by the `llm-perf` CLI and the `trtsweep_llm_perf` Ansible module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.perf import export
+from trtsweep.perf.dataset import Record, load_jsonl
+from trtsweep.perf.metrics import TokenCount, level_summary, request_metrics
+from trtsweep.perf.protocols import Endpoint, make_protocol
+from trtsweep.perf.protocols.base import PreparedRequest, RequestResult
+from trtsweep.perf.runner import Level, run_level
+
+DEFAULT_MAX_TOKENS = 128
+
+
+@dataclass
+class BenchmarkConfig:
+    endpoint: Endpoint
+    protocol: str
+    input_data: Path
+    concurrency: list[int]
+    tokenizer_path: str | None = None
+    num_requests: int | None = None
+    warmup_requests: int = 1
+    max_tokens: int | None = None
+    chat_template: bool = False
+    seed: int = 0
+    export_file: Path | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["input_data"] = str(self.input_data)
+        out["export_file"] = str(self.export_file) if self.export_file else None
+        return out
+
+
+@dataclass
+class LevelReport:
+    level: Level
+    results: list[RequestResult] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    metrics: list[Any] = field(default_factory=list)
+
+
+class Tokenizer:
+    """The model's tokenizer: token counts and the chat template."""
+
+    def __init__(self, path: str) -> None:
+        from transformers import AutoTokenizer
+
+        try:
+            self._tok = AutoTokenizer.from_pretrained(path, local_files_only=Path(path).is_dir())
+        except (OSError, ValueError) as exc:
+            raise TrtsweepError(f"cannot load tokenizer from {path}: {str(exc).splitlines()[0]}") from exc
+
+    def count(self, text: str) -> int:
+        return len(self._tok.encode(text, add_special_tokens=False))
+
+    def chat(self, messages: list[dict[str, str]]) -> str:
+        if not getattr(self._tok, "chat_template", None):
+            raise TrtsweepError("--chat-template: this tokenizer has no chat template")
+        return str(self._tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+
+
+def prepare(records: list[Record], config: BenchmarkConfig, tokenizer: Tokenizer | None) -> list[PreparedRequest]:
+    requests = []
+    for record in records:
+        if config.chat_template:
+            if tokenizer is None:
+                raise TrtsweepError("--chat-template needs --tokenizer-path")
+            prompt = tokenizer.chat(record.as_messages())
+        elif record.input is not None:
+            prompt = record.input
+        else:
+            raise TrtsweepError(f"record {record.index + 1} has only 'messages': use --chat-template")
+        if config.max_tokens is not None:
+            budget = config.max_tokens
+        elif record.max_tokens is not None:
+            budget = record.max_tokens
+        elif record.reference is not None and tokenizer is not None:
+            budget = max(1, tokenizer.count(record.reference))
+        else:
+            budget = DEFAULT_MAX_TOKENS
+        requests.append(PreparedRequest(record.index, prompt, budget, record.as_messages()))
+    return requests
+
+
+def run(config: BenchmarkConfig, on_level: Callable[[LevelReport], None] | None = None) -> list[LevelReport]:
+    """Run every concurrency level; exports are rewritten (atomically) after each level and on interrupt."""
+    if not config.concurrency or any(c < 1 for c in config.concurrency):
+        raise TrtsweepError(f"--concurrency must be positive integers, got {config.concurrency}")
+    records = load_jsonl(config.input_data)
+    tokenizer = Tokenizer(config.tokenizer_path) if config.tokenizer_path else None
+    requests = prepare(records, config, tokenizer)
+    count: TokenCount | None = tokenizer.count if tokenizer else None
+    per_level = config.num_requests or len(requests)
+    reports: list[LevelReport] = []
+    started = time.time()
+
+    def finish(report: LevelReport) -> None:
+        report.metrics = [
+            request_metrics(r, requests[r.record_index].prompt, records[r.record_index].reference, count)
+            for r in report.results
+        ]
+        report.summary = level_summary(report.results, report.metrics)
+        if config.export_file:
+            export.write_all(config.export_file, config, reports, records, requests, started)
+
+    async def main() -> None:
+        protocol = make_protocol(config.protocol, config.endpoint)
+        await protocol.start()
+        try:
+            for concurrency in config.concurrency:
+                report = LevelReport(Level(concurrency, per_level, config.warmup_requests))
+                reports.append(report)
+                await run_level(protocol, requests, report.level, config.seed, report.results.append)
+                finish(report)
+                if on_level:
+                    on_level(report)
+        finally:
+            await protocol.close()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        if reports and not reports[-1].summary:
+            finish(reports[-1])
+        raise
+    return reports
+

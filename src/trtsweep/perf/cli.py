@@ -1,0 +1,106 @@
+"""`llm-perf`: benchmark an LLM server with your own prompts (see README, "llm-perf")."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.perf import export
+from trtsweep.perf.benchmark import BenchmarkConfig, LevelReport, run
+from trtsweep.perf.protocols import Endpoint
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from exc
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _value(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def extra_inputs(text: str) -> dict[str, Any]:
+    out = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = item.partition(":")
+        if not sep or not name:
+            raise argparse.ArgumentTypeError(f"expected name:value pairs, got {item!r}")
+        out[name] = _value(value)
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="llm-perf", description=__doc__)
+    p.add_argument("-u", "--url", default="localhost:8001", help="server address, e.g. localhost:8001 (gRPC)")
+    p.add_argument("-i", "--protocol", default="grpc", help="grpc or http (Triton)")
+    p.add_argument("-m", "--model", required=True, help="Triton model name, e.g. ensemble")
+    p.add_argument("--concurrency", type=int_list, default=[1], help="client concurrency levels, e.g. 1,4,8")
+    p.add_argument("--input-data", type=Path, required=True, help="jsonl prompts ({'input': ..., 'output': ...})")
+    p.add_argument("--tokenizer-path", help="HF tokenizer (directory or repo id) for token counts")
+    p.add_argument("--profile-export-file", type=Path, help="JSON export of every request (+ .csv, .summary.json)")
+    p.add_argument("--num-requests", type=int, help="measured requests per level (default: one per record)")
+    p.add_argument("--warmup-requests", type=int, default=1, help="requests per level excluded from the numbers")
+    p.add_argument("--max-tokens", type=int, help="fixed output budget (default: reference token count)")
+    p.add_argument("--streaming", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--chat-template", action="store_true", help="wrap inputs with the tokenizer's chat template")
+    p.add_argument("--extra-inputs", type=extra_inputs, default={}, help="extra request inputs, e.g. top_k:1")
+    p.add_argument("--seed", type=int, default=0, help="seed of the request order")
+    p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to reach the server")
+    p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
+    endpoint = Endpoint(
+        url=args.url, model=args.model, streaming=args.streaming, connect_timeout_s=args.connect_timeout,
+        request_timeout_s=args.request_timeout, extra_inputs=args.extra_inputs,
+    )
+    return BenchmarkConfig(
+        endpoint=endpoint, protocol=args.protocol, input_data=args.input_data, concurrency=args.concurrency,
+        tokenizer_path=args.tokenizer_path, num_requests=args.num_requests, warmup_requests=args.warmup_requests,
+        max_tokens=args.max_tokens, chat_template=args.chat_template, seed=args.seed,
+        export_file=args.profile_export_file,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    rows: list[dict[str, Any]] = []
+
+    def show(report: LevelReport) -> None:
+        rows.append(export.headline(report.level.concurrency, report.summary))
+        print(f"concurrency {report.level.concurrency}: {report.summary.get('succeeded', 0)}/"
+              f"{report.summary.get('requests', 0)} ok", file=sys.stderr, flush=True)
+
+    try:
+        run(config_from_args(args), on_level=show)
+    except TrtsweepError as exc:
+        print(f"llm-perf: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("llm-perf: interrupted; partial results written", file=sys.stderr)
+        return 130
+    finally:
+        if rows:
+            print(export.table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

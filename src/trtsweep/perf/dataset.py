@@ -1,0 +1,82 @@
+"""Benchmark input data: the seed's jsonl format, one record per line.
+
+Accepted record shapes (one JSON object per line; blank lines are skipped):
+* ``{"input": "<prompt>", "output": "<reference answer>"}`` (``output`` optional), extra keys kept;
+* ``{"messages": [{"role": ..., "content": ...}, ...], "output": ...}`` (chat records).
+An optional ``max_tokens`` (int) sets that record's output length.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtsweep.errors import TrtsweepError
+
+
+@dataclass(frozen=True)
+class Record:
+    """One prompt of the data set."""
+
+    index: int
+    input: str | None
+    messages: tuple[dict[str, str], ...] | None
+    reference: str | None
+    max_tokens: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_messages(self) -> list[dict[str, str]]:
+        if self.messages is not None:
+            return [dict(m) for m in self.messages]
+        return [{"role": "user", "content": self.input or ""}]
+
+
+def _record(path: Path, lineno: int, index: int, obj: object) -> Record:
+    where = f"{path}:{lineno}"
+    if not isinstance(obj, dict):
+        raise TrtsweepError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    text, messages = obj.get("input"), obj.get("messages")
+    if text is None and messages is None:
+        raise TrtsweepError(f"{where}: record has neither 'input' nor 'messages'")
+    if text is not None and not isinstance(text, str):
+        raise TrtsweepError(f"{where}: 'input' must be a string, got {type(text).__name__}")
+    if messages is not None:
+        ok = isinstance(messages, list) and messages and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages
+        )
+        if not ok:
+            raise TrtsweepError(f"{where}: 'messages' must be a non-empty list of {{role, content}} strings")
+        messages = tuple(messages)
+    reference = obj.get("output")
+    if reference is not None and not isinstance(reference, str):
+        raise TrtsweepError(f"{where}: 'output' must be a string, got {type(reference).__name__}")
+    max_tokens = obj.get("max_tokens")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise TrtsweepError(f"{where}: 'max_tokens' must be a positive integer, got {max_tokens!r}")
+    known = {"input", "messages", "output", "max_tokens"}
+    return Record(index, text, messages, reference, max_tokens, {k: v for k, v in obj.items() if k not in known})
+
+
+def load_jsonl(path: Path) -> list[Record]:
+    """Read every record; the first bad line raises TrtsweepError naming file, line and problem."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TrtsweepError(f"{path}: cannot read input data: {exc.strerror}") from exc
+    records: list[Record] = []
+    for lineno, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except UnicodeDecodeError as exc:
+            raise TrtsweepError(f"{path}:{lineno}: not UTF-8 text") from exc
+        except json.JSONDecodeError as exc:
+            raise TrtsweepError(f"{path}:{lineno}: invalid JSON: {exc.msg} at column {exc.colno}") from exc
+        records.append(_record(path, lineno, len(records), obj))
+    if not records:
+        raise TrtsweepError(f"{path}: no records (empty file)")
+    return records

@@ -1,0 +1,139 @@
+"""Result files of llm-perf, all written atomically and rewritten after every level.
+
+* ``<export>.json``  profile export: the configuration and, per level, the summary and every request
+  (send time, each chunk's time, end time - all in ms since the run's first request - text, token counts,
+  per-request metrics, scores, error);
+* ``<export>.csv``   one row per level with the headline numbers;
+* ``<export>.summary.json``  the summaries only (what the Ansible module returns).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trtsweep.fileio import atomic_write_text
+
+if TYPE_CHECKING:
+    from trtsweep.perf.benchmark import BenchmarkConfig, LevelReport
+    from trtsweep.perf.dataset import Record
+    from trtsweep.perf.protocols.base import PreparedRequest
+
+CSV_COLUMNS = (
+    ("concurrency", None), ("requests", None), ("succeeded", None), ("failed", None),
+    ("ttft_p50_ms", ("ttft_ms", "p50")), ("ttft_p99_ms", ("ttft_ms", "p99")),
+    ("icl_p50_ms", ("icl_ms", "p50")), ("tpot_p50_ms", ("tpot_ms", "p50")),
+    ("e2e_p50_ms", ("e2e_ms", "p50")), ("e2e_p99_ms", ("e2e_ms", "p99")),
+    ("output_token_throughput", None), ("input_token_throughput", None), ("request_throughput", None),
+    ("rougeL", ("accuracy", "rougeL")), ("chrf", ("accuracy", "chrf")), ("exact", ("accuracy", "exact")),
+)
+
+
+def headline(concurrency: int, summary: dict[str, Any]) -> dict[str, Any]:
+    """The flat row of CSV_COLUMNS for one level."""
+    row: dict[str, Any] = {}
+    for column, path in CSV_COLUMNS:
+        if column == "concurrency":
+            row[column] = concurrency
+        elif path is None:
+            row[column] = summary.get(column)
+        else:
+            inner = summary.get(path[0]) or {}
+            row[column] = inner.get(path[1])
+    return row
+
+
+def paths(export_file: Path) -> dict[str, Path]:
+    stem = export_file.with_suffix("")
+    return {
+        "profile": export_file,
+        "csv": stem.with_suffix(".csv"),
+        "summary": Path(f"{stem}.summary.json"),
+    }
+
+
+def _request_rows(report: LevelReport, requests: Sequence[PreparedRequest], t0: int) -> list[dict[str, Any]]:
+    rows = []
+    for result, m in zip(report.results, report.metrics, strict=True):
+        ms = lambda ns: round((ns - t0) / 1e6, 4)  # noqa: E731
+        rows.append({
+            "seq": result.seq, "record": result.record_index, "warmup": result.warmup,
+            "max_tokens": requests[result.record_index].max_tokens,
+            "sent_ms": ms(result.sent_ns), "chunk_ms": [ms(t) for t in result.chunk_ns],
+            "end_ms": ms(result.end_ns) if result.end_ns else None,
+            "text": result.text, "chunks": len(result.chunk_ns),
+            "input_tokens": m.input_tokens, "output_tokens": m.output_tokens,
+            "ttft_ms": None if m.ttft is None else m.ttft * 1e3, "e2e_ms": None if m.e2e is None else m.e2e * 1e3,
+            "tpot_ms": None if m.tpot is None else m.tpot * 1e3,
+            "scores": m.scores, "error": result.error, "error_class": result.error_class,
+        })
+    return rows
+
+
+def write_all(
+    export_file: Path, config: BenchmarkConfig, reports: Sequence[LevelReport], records: Sequence[Record],
+    requests: Sequence[PreparedRequest], started: float,
+) -> None:
+    sent = [r.sent_ns for rep in reports for r in rep.results if r.sent_ns]
+    t0 = min(sent) if sent else 0
+    levels = [
+        {"concurrency": rep.level.concurrency, "num_requests": rep.level.num_requests,
+         "warmup_requests": rep.level.warmup_requests, "summary": rep.summary}
+        for rep in reports
+    ]
+    out = paths(export_file)
+    summary = {"started_unix": started, "config": config.as_dict(), "levels": levels}
+    profile = {
+        **summary,
+        "levels": [
+            {**level, "requests": _request_rows(rep, requests, t0)}
+            for level, rep in zip(levels, reports, strict=True)
+        ],
+        "records": [{"index": r.index, "reference": r.reference} for r in records],
+    }
+    atomic_write_text(out["profile"], json.dumps(profile, ensure_ascii=False, indent=1) + "\n")
+    atomic_write_text(out["summary"], json.dumps(summary, ensure_ascii=False, indent=2) + "\n")
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=[c for c, _ in CSV_COLUMNS])
+    writer.writeheader()
+    for level in levels:
+        writer.writerow(headline(level["concurrency"], level["summary"]))
+    atomic_write_text(out["csv"], buffer.getvalue())
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+TABLE = (
+    ("conc", "concurrency", 0), ("ok/req", None, 0), ("TTFT p50", "ttft_p50_ms", 1),
+    ("TTFT p99", "ttft_p99_ms", 1), ("ICL p50", "icl_p50_ms", 1), ("TPOT p50", "tpot_p50_ms", 1),
+    ("E2E p50", "e2e_p50_ms", 0), ("out tok/s", "output_token_throughput", 1),
+    ("in tok/s", "input_token_throughput", 1), ("req/s", "request_throughput", 2), ("rougeL", "rougeL", 3),
+)
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    """Console table (latencies in ms) of headline rows."""
+    header = [name for name, _, _ in TABLE]
+    body = []
+    for row in rows:
+        cells = []
+        for name, key, digits in TABLE:
+            if key is None:
+                cells.append(f"{row.get('succeeded', 0)}/{row.get('requests', 0)}")
+            else:
+                cells.append(_fmt(row.get(key), digits))
+        body.append(cells)
+    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(header)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in body]
+    return "\n".join(lines)

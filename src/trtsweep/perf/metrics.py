@@ -1,0 +1,100 @@
+"""Where every number of llm-perf is defined.
+
+Per request (successful, not warm-up):
+* ``ttft``  time to first token: first response chunk carrying text - request sent.
+* ``e2e``   end-to-end latency: final response - request sent.
+* ``icl``   inter-chunk latency: every gap between consecutive text-carrying chunks, pooled over requests
+            (what vLLM and SGLang call "ITL").
+* ``tpot``  time per output token: (e2e - ttft) / (output_tokens - 1), one value per request with at least
+            two output tokens (what AIPerf, GenAI-Perf and trtllm-bench call "ITL").
+* ``output_tokens`` / ``input_tokens``: the generated text and the prompt as sent, re-tokenized with the
+            model's tokenizer (no special tokens added), i.e. what the ensemble's preprocessing counts.
+
+Per level, over the benchmark window = first measured request sent -> last measured response received:
+* ``request_throughput`` successful requests / window;
+* ``output_token_throughput`` and ``input_token_throughput``, each a sum over successful requests / window.
+* ``accuracy``: the mean of every score in `trtsweep.perf.accuracy.score` over requests with a reference.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trtsweep.perf.accuracy import mean_scores, score
+from trtsweep.perf.protocols.base import RequestResult
+from trtsweep.perf.stats import summarize
+
+NS = 1e-9
+TokenCount = Callable[[str], int]
+
+
+@dataclass
+class RequestMetrics:
+    """Derived numbers of one request (seconds, tokens)."""
+
+    ttft: float | None
+    e2e: float | None
+    tpot: float | None
+    icl: list[float]
+    input_tokens: int | None
+    output_tokens: int | None
+    scores: dict[str, float] | None
+
+
+def request_metrics(
+    result: RequestResult, prompt: str, reference: str | None, count: TokenCount | None
+) -> RequestMetrics:
+    if not result.ok:
+        return RequestMetrics(None, None, None, [], None, None, None)
+    text = result.text
+    stamps = [t for t, chunk in zip(result.chunk_ns, result.chunk_text, strict=True) if chunk]
+    ttft = (stamps[0] - result.sent_ns) * NS if stamps else None
+    e2e = (result.end_ns - result.sent_ns) * NS
+    icl = [(b - a) * NS for a, b in zip(stamps, stamps[1:], strict=False)]
+    out_tokens = count(text) if count else None
+    in_tokens = count(prompt) if count else None
+    tpot = None
+    if ttft is not None and out_tokens is not None and out_tokens > 1:
+        tpot = (e2e - ttft) / (out_tokens - 1)
+    scores = score(text, reference) if reference is not None else None
+    return RequestMetrics(ttft, e2e, tpot, icl, in_tokens, out_tokens, scores)
+
+
+def _summary(values: Sequence[float], scale: float = 1000.0) -> dict[str, Any] | None:
+    summary = summarize(values)
+    return summary.as_dict(scale=scale) if summary is not None else None
+
+
+def level_summary(results: Sequence[RequestResult], metrics: Sequence[RequestMetrics]) -> dict[str, Any]:
+    """Summary of one level's measured (non-warm-up) requests; latencies in milliseconds."""
+    pairs = [(r, m) for r, m in zip(results, metrics, strict=True) if not r.warmup]
+    good = [(r, m) for r, m in pairs if r.ok]
+    errors = Counter(r.error_class for r, _ in pairs if not r.ok)
+    out: dict[str, Any] = {
+        "requests": len(pairs), "succeeded": len(good), "failed": len(pairs) - len(good), "errors": dict(errors),
+    }
+    if not good:
+        return out
+    window = (max(r.end_ns for r, _ in good) - min(r.sent_ns for r, _ in pairs)) * NS
+    out["window_s"] = window
+    out["request_throughput"] = len(good) / window if window > 0 else None
+    in_tokens = [m.input_tokens for _, m in good if m.input_tokens is not None]
+    out_tokens = [m.output_tokens for _, m in good if m.output_tokens is not None]
+    if out_tokens and window > 0:
+        out["output_tokens_total"] = sum(out_tokens)
+        out["input_tokens_total"] = sum(in_tokens)
+        out["output_token_throughput"] = sum(out_tokens) / window
+        out["input_token_throughput"] = sum(in_tokens) / window
+    out["ttft_ms"] = _summary([m.ttft for _, m in good if m.ttft is not None])
+    out["e2e_ms"] = _summary([m.e2e for _, m in good if m.e2e is not None])
+    out["tpot_ms"] = _summary([m.tpot for _, m in good if m.tpot is not None])
+    out["icl_ms"] = _summary([gap for _, m in good for gap in m.icl])
+    out["output_tokens"] = _summary([float(n) for n in out_tokens], scale=1.0)
+    scored = [m.scores for _, m in good if m.scores is not None]
+    if scored:
+        out["accuracy"] = mean_scores(scored)
+        out["accuracy_n"] = len(scored)
+    return out

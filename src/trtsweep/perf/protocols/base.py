@@ -1,0 +1,90 @@
+"""What every protocol client implements, and the per-request record it fills in.
+
+Timestamps are `time.perf_counter_ns()` values taken in the event loop the moment a request is handed
+to the transport (`sent_ns`), each response chunk is decoded (`chunk_ns`), and the final response
+arrives (`end_ns`).
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and what to call."""
+
+    url: str
+    model: str
+    streaming: bool = True
+    connect_timeout_s: float = 10.0
+    request_timeout_s: float = 600.0
+    text_input_name: str = "text_input"
+    max_tokens_name: str = "max_tokens"
+    text_output_name: str = "text_output"
+    extra_inputs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PreparedRequest:
+    """One request as sent: the prompt after templating and its output-length budget."""
+
+    record_index: int
+    prompt: str
+    max_tokens: int
+    messages: list[dict[str, str]] | None = None
+
+
+@dataclass
+class RequestResult:
+    """Everything measured for one request."""
+
+    seq: int
+    record_index: int
+    warmup: bool
+    sent_ns: int = 0
+    chunk_ns: list[int] = field(default_factory=list)
+    chunk_text: list[str] = field(default_factory=list)
+    end_ns: int = 0
+    error: str | None = None
+    error_class: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chunk_text)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.end_ns > 0
+
+    def mark_sent(self) -> None:
+        self.sent_ns = time.perf_counter_ns()
+
+    def add_chunk(self, text: str) -> None:
+        self.chunk_ns.append(time.perf_counter_ns())
+        self.chunk_text.append(text)
+
+    def mark_end(self) -> None:
+        self.end_ns = time.perf_counter_ns()
+
+
+class Protocol(abc.ABC):
+    """A client for one server protocol; one instance serves all concurrent requests of a run."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Connect and check that the server and model are ready (TrtsweepError otherwise)."""
+
+    @abc.abstractmethod
+    async def send(self, request: PreparedRequest, result: RequestResult) -> None:
+        """Send one request, recording timestamps into `result`; raise on failure."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release connections."""

@@ -1,0 +1,89 @@
+"""Triton HTTP generate extension: `POST /v2/models/<m>/generate_stream` (SSE) for decoupled models or
+when streaming, `POST /v2/models/<m>/generate` otherwise."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aiohttp
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.perf.protocols.base import PreparedRequest, Protocol, RequestResult
+
+
+class ServerError(Exception):
+    """An error the server reported in a response body."""
+
+
+class TritonHttp(Protocol):
+    session: aiohttp.ClientSession
+
+    def _base(self) -> str:
+        url = self.endpoint.url
+        return url if url.startswith(("http://", "https://")) else f"http://{url}"
+
+    async def start(self) -> None:
+        ep = self.endpoint
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0),
+            timeout=aiohttp.ClientTimeout(total=ep.request_timeout_s, sock_connect=ep.connect_timeout_s),
+            read_bufsize=1 << 20,
+        )
+        url = f"{self._base()}/v2/models/{ep.model}"
+        try:
+            async with asyncio.timeout(ep.connect_timeout_s):
+                async with self.session.get(f"{url}/ready") as resp:
+                    if resp.status != 200:
+                        raise TrtsweepError(f"model {ep.model!r} is not ready on {self._base()} (HTTP {resp.status})")
+                async with self.session.get(f"{url}/config") as resp:
+                    config = await resp.json()
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            await self.close()
+            raise TrtsweepError(
+                f"cannot reach Triton HTTP at {self._base()} within {ep.connect_timeout_s:g} s: {exc or 'no answer'}"
+            ) from exc
+        self.decoupled = bool(config.get("model_transaction_policy", {}).get("decoupled", False))
+        names = {t["name"] for t in config.get("input", [])}
+        self.has_stream_input = "stream" in names
+        self.url_stream = f"{url}/generate_stream"
+        self.url_single = f"{url}/generate"
+
+    async def send(self, request: PreparedRequest, result: RequestResult) -> None:
+        ep = self.endpoint
+        body: dict[str, object] = {ep.text_input_name: request.prompt, ep.max_tokens_name: request.max_tokens}
+        if self.has_stream_input:
+            body["stream"] = ep.streaming
+        body.update(ep.extra_inputs)
+        use_stream = ep.streaming or self.decoupled
+        result.mark_sent()
+        async with self.session.post(self.url_stream if use_stream else self.url_single, json=body) as resp:
+            if not use_stream:
+                payload = await resp.json(content_type=None)
+                if resp.status != 200 or "error" in payload:
+                    raise ServerError(payload.get("error", f"HTTP {resp.status}"))
+                result.add_chunk(_text(payload.get(ep.text_output_name)))
+                result.mark_end()
+                return
+            if resp.status != 200:
+                raise ServerError(f"HTTP {resp.status}: {(await resp.text())[:200]}")
+            async for raw in resp.content:
+                if not raw.startswith(b"data:"):
+                    continue
+                payload = json.loads(raw[5:])
+                if "error" in payload:
+                    raise ServerError(payload["error"])
+                text = _text(payload.get(ep.text_output_name))
+                if text:
+                    result.add_chunk(text)
+        result.mark_end()
+
+    async def close(self) -> None:
+        if getattr(self, "session", None) is not None:
+            await self.session.close()
+
+
+def _text(value: object) -> str:
+    if isinstance(value, list):
+        return "".join(str(v) for v in value)
+    return "" if value is None else str(value)

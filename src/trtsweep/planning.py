@@ -1,0 +1,145 @@
+"""Sweep planning: one YAML sweep definition -> a list of points, each one dict of resolved settings.
+
+Every role reads a point (through the variables `playbooks/tasks/run_point.yml` maps from it), and every
+result is stored per point, so fleets, resume and reports can build on the same data.
+
+Sweep definition (``trtsweep_sweep``)::
+
+    name: smollm2-cpu-demo              # results/<name>/
+    backend: hf                         # hf | tensorrtllm
+    models:                             # one or more
+      - {repo_id: HuggingFaceTB/SmolLM2-135M-Instruct, name: smollm2-135m, revision: null}
+    precisions: [float32]               # hf: float32 | bfloat16 | float16
+    parallelism: [{tp: 1, pp: 1}]
+    max_batch_sizes: [4]
+    lengths: [{input: 1024, output: 256}]   # engine limits (max_input_len / output)
+    streaming: [true]
+    triton: {}                          # extra triton_repo parameters for every point
+    benchmark: {protocol: grpc, concurrency: [1, 2, 4], input_data: data/prompts.jsonl, ...}
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+from trtsweep.errors import TrtsweepError
+
+BACKENDS = ("hf",)
+PRECISIONS = {"hf": ("float32", "bfloat16", "float16")}
+PROTOCOLS = ("grpc", "http")
+AXES = ("models", "precisions", "parallelism", "max_batch_sizes", "lengths", "streaming")
+KNOWN = {"name", "backend", "triton", "benchmark", *AXES}
+BENCHMARK_KEYS = {
+    "protocol", "concurrency", "input_data", "num_requests", "warmup_requests", "max_tokens", "chat_template",
+    "seed", "extra_inputs", "request_timeout", "connect_timeout",
+}
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _fail(field: str, problem: str) -> TrtsweepError:
+    return TrtsweepError(f"sweep field '{field}': {problem}")
+
+
+def _list(sweep: dict[str, Any], key: str) -> list[Any]:
+    value = sweep.get(key)
+    if not isinstance(value, list) or not value:
+        raise _fail(key, f"expected a non-empty list, got {value!r}")
+    return value
+
+
+def _positive(field: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise _fail(field, f"expected a positive integer, got {value!r}")
+    return value
+
+
+def _model(index: int, entry: Any) -> dict[str, Any]:
+    field = f"models[{index}]"
+    if not isinstance(entry, dict) or not isinstance(entry.get("repo_id"), str) or "/" not in entry["repo_id"]:
+        raise _fail(field, "expected {repo_id: owner/name, name: ..., revision: ...}")
+    name = entry.get("name") or entry["repo_id"].split("/")[-1].lower()
+    if not NAME.match(name):
+        raise _fail(f"{field}.name", f"{name!r} must be letters, digits, '.', '_' or '-'")
+    return {"repo_id": entry["repo_id"], "name": name, "revision": entry.get("revision")}
+
+
+def _benchmark(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _fail("benchmark", "expected a mapping")
+    unknown = set(value) - BENCHMARK_KEYS
+    if unknown:
+        raise _fail("benchmark", f"unknown key(s) {sorted(unknown)}; known: {sorted(BENCHMARK_KEYS)}")
+    if value.get("protocol", "grpc") not in PROTOCOLS:
+        raise _fail("benchmark.protocol", f"expected one of {PROTOCOLS}, got {value.get('protocol')!r}")
+    concurrency = value.get("concurrency", [1])
+    if not isinstance(concurrency, list) or not concurrency:
+        raise _fail("benchmark.concurrency", "expected a non-empty list of positive integers")
+    for c in concurrency:
+        _positive("benchmark.concurrency", c)
+    if not isinstance(value.get("input_data"), str):
+        raise _fail("benchmark.input_data", "expected the path of a jsonl prompts file")
+    return {"protocol": "grpc", "warmup_requests": 1, "chat_template": False, "seed": 0, **value}
+
+
+def expand(sweep: Any) -> list[dict[str, Any]]:
+    """All points of the sweep matrix, in a stable order; raises TrtsweepError naming the bad field."""
+    if not isinstance(sweep, dict):
+        raise TrtsweepError("trtsweep_sweep must be a mapping (see planning.py for the schema)")
+    unknown = set(sweep) - KNOWN
+    if unknown:
+        raise TrtsweepError(f"sweep: unknown field(s) {sorted(unknown)}; known: {sorted(KNOWN)}")
+    name = sweep.get("name")
+    if not isinstance(name, str) or not NAME.match(name):
+        raise _fail("name", f"expected a name of letters, digits, '.', '_' or '-', got {name!r}")
+    backend = sweep.get("backend", "hf")
+    if backend not in BACKENDS:
+        raise _fail("backend", f"expected one of {BACKENDS}, got {backend!r}")
+    models = [_model(i, m) for i, m in enumerate(_list(sweep, "models"))]
+    precisions = _list(sweep, "precisions")
+    for p in precisions:
+        if p not in PRECISIONS[backend]:
+            raise _fail("precisions", f"{p!r} is not supported by backend {backend}; expected {PRECISIONS[backend]}")
+    parallelism = []
+    for i, par in enumerate(_list(sweep, "parallelism")):
+        if not isinstance(par, dict):
+            raise _fail(f"parallelism[{i}]", "expected {tp: N, pp: M}")
+        parallelism.append((_positive(f"parallelism[{i}].tp", par.get("tp", 1)),
+                            _positive(f"parallelism[{i}].pp", par.get("pp", 1))))
+    batch_sizes = [_positive("max_batch_sizes", b) for b in _list(sweep, "max_batch_sizes")]
+    lengths = []
+    for i, ln in enumerate(_list(sweep, "lengths")):
+        if not isinstance(ln, dict):
+            raise _fail(f"lengths[{i}]", "expected {input: N, output: M}")
+        lengths.append((_positive(f"lengths[{i}].input", ln.get("input")),
+                        _positive(f"lengths[{i}].output", ln.get("output"))))
+    streaming = _list(sweep, "streaming")
+    if any(not isinstance(s, bool) for s in streaming):
+        raise _fail("streaming", "expected a list of booleans")
+    triton = sweep.get("triton") or {}
+    if not isinstance(triton, dict):
+        raise _fail("triton", "expected a mapping of triton_repo parameters")
+    benchmark = _benchmark(sweep.get("benchmark"))
+
+    points = []
+    for model, precision, (tp, pp), bs, (isl, osl), stream in itertools.product(
+        models, precisions, parallelism, batch_sizes, lengths, streaming
+    ):
+        point_id = f"{model['name']}_{precision}_tp{tp}pp{pp}_bs{bs}_isl{isl}osl{osl}_{'stream' if stream else 'sync'}"
+        points.append({
+            "id": point_id, "sweep": name, "backend": backend, "model": model, "precision": precision,
+            "tp": tp, "pp": pp, "world_size": tp * pp, "max_batch_size": bs, "max_input_len": isl,
+            "max_output_len": osl, "streaming": stream, "triton": dict(triton), "benchmark": dict(benchmark),
+        })
+    ids = [p["id"] for p in points]
+    if len(set(ids)) != len(ids):
+        raise _fail("models", "two models share a name; give each a distinct 'name'")
+    return points
+
+
+def assign_hosts(points: list[dict[str, Any]], hosts: list[str]) -> list[dict[str, Any]]:
+    """Place points on hosts round-robin (placement by GPU count comes with fleet sweeps)."""
+    if not hosts:
+        raise TrtsweepError("no hosts to run the sweep on: the inventory group trtsweep_hosts is empty")
+    return [{**point, "host": hosts[i % len(hosts)]} for i, point in enumerate(points)]

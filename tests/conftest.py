@@ -1,0 +1,66 @@
+"""Shared fixtures: the demo model, free loopback ports, and a real local Triton server."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from trtsweep.demo_model import DemoModel, materialize
+from trtsweep.paths import cache_dir
+from trtsweep.serve import server
+from trtsweep.triton import repository
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPTS = ROOT / "data" / "prompts.jsonl"
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel hands out on loopback right now (held open together so they differ)."""
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            socks.append(sock)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+@pytest.fixture(scope="session")
+def demo_model() -> DemoModel:
+    return materialize(cache_dir())
+
+
+def start_server(repo: Path, workdir: Path) -> tuple[server.ServerState, server.ServerSpec]:
+    http, grpc, metrics = free_ports(3)
+    spec = server.ServerSpec(
+        model_repository=repo, log_file=workdir / "triton.log", http_port=http, grpc_port=grpc,
+        metrics_port=metrics,
+    )
+    state = server.start(spec, workdir / "server.json")
+    server.wait_ready(state, 180)
+    return state, spec
+
+
+def hf_repo(out: Path, model_dir: Path, **params: object) -> Path:
+    files = repository.render({"engine_dir": str(model_dir), "tokenizer_dir": str(model_dir), **params})
+    repository.write(files, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def hf_server(demo_model: DemoModel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[server.ServerSpec]:
+    """The demo model behind the real Triton server (decoupled ensemble), stopped at the end."""
+    work = tmp_path_factory.mktemp("hf_server")
+    repo = hf_repo(work / "repo", demo_model.hf_dir, triton_max_batch_size=4)
+    state, spec = start_server(repo, work)
+    try:
+        yield spec
+    finally:
+        server.stop(state)
+        assert not server.is_running(state)

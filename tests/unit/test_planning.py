@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import pytest
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.planning import assign_hosts, expand
+
+
+def sweep(**over):
+    base = {
+        "name": "demo", "backend": "hf",
+        "models": [{"repo_id": "HuggingFaceTB/SmolLM2-135M-Instruct", "name": "smol"}],
+        "precisions": ["float32", "bfloat16"], "parallelism": [{"tp": 1, "pp": 1}],
+        "max_batch_sizes": [4, 8], "lengths": [{"input": 512, "output": 64}], "streaming": [True],
+        "benchmark": {"concurrency": [1, 2], "input_data": "data/prompts.jsonl"},
+    }
+    base.update(over)
+    return base
+
+
+def test_matrix_is_the_cartesian_product_with_stable_ids():
+    points = expand(sweep())
+    assert [p["id"] for p in points] == [
+        "smol_float32_tp1pp1_bs4_isl512osl64_stream",
+        "smol_float32_tp1pp1_bs8_isl512osl64_stream",
+        "smol_bfloat16_tp1pp1_bs4_isl512osl64_stream",
+        "smol_bfloat16_tp1pp1_bs8_isl512osl64_stream",
+    ]
+    first = points[0]
+    assert first["world_size"] == 1 and first["max_batch_size"] == 4 and first["streaming"] is True
+    assert first["benchmark"]["protocol"] == "grpc"  # default filled in
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"precisions": ["int3"]}, "sweep field 'precisions': 'int3' is not supported"),
+        ({"max_batch_sizes": [0]}, "sweep field 'max_batch_sizes': expected a positive integer, got 0"),
+        ({"streaming": ["yes"]}, "sweep field 'streaming': expected a list of booleans"),
+        ({"models": []}, "sweep field 'models': expected a non-empty list"),
+        ({"name": "has space"}, "sweep field 'name'"),
+        ({"colour": "red"}, "unknown field(s) ['colour']"),
+        ({"benchmark": {"input_data": "x", "protocol": "smtp"}}, "sweep field 'benchmark.protocol'"),
+        ({"lengths": [{"input": 1}]}, "sweep field 'lengths[0].output'"),
+    ],
+)
+def test_bad_fields_are_named(override, message):
+    with pytest.raises(TrtsweepError) as err:
+        expand(sweep(**override))
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_hosts_round_robin_and_empty_inventory():
+    points = assign_hosts(expand(sweep()), ["a", "b"])
+    assert [p["host"] for p in points] == ["a", "b", "a", "b"]
+    with pytest.raises(TrtsweepError, match="inventory group trtsweep_hosts is empty"):
+        assign_hosts(points, [])
