@@ -42,8 +42,9 @@ def main():
     from trtsweep.demo_model import materialize
     from trtsweep.paths import cache_dir
 
-    demo = run_or_fail(module, materialize, Path(module.params["cache_dir"]) if module.params["cache_dir"]
-                       else cache_dir())
+    demo = run_or_fail(
+        module, materialize, Path(module.params["cache_dir"]) if module.params["cache_dir"] else cache_dir()
+    )
     module.exit_json(**demo.as_dict())
 
 

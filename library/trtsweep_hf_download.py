@@ -66,17 +66,23 @@ def main():
 
     p = module.params
     kwargs = {
-        "repo_id": p["repo_id"], "revision": p["revision"], "cache_dir": p["cache_dir"],
-        "allow_patterns": p["allow_patterns"], "ignore_patterns": p["ignore_patterns"],
-        "token": p["token"] or os.environ.get("HF_TOKEN") or False, "endpoint": p["endpoint"],
+        "repo_id": p["repo_id"],
+        "revision": p["revision"],
+        "cache_dir": p["cache_dir"],
+        "allow_patterns": p["allow_patterns"],
+        "ignore_patterns": p["ignore_patterns"],
+        "token": p["token"] or os.environ.get("HF_TOKEN") or False,
+        "endpoint": p["endpoint"],
     }
     try:
         path = snapshot_download(local_files_only=True, **kwargs)
         changed = False
     except LocalEntryNotFoundError:
         if p["offline"]:
-            module.fail_json(msg=f"{p['repo_id']} (revision {p['revision'] or 'main'}) is not in the hub cache "
-                                 f"{p['cache_dir'] or '(default)'} and offline is set")
+            module.fail_json(
+                msg=f"{p['repo_id']} (revision {p['revision'] or 'main'}) is not in the hub cache "
+                f"{p['cache_dir'] or '(default)'} and offline is set"
+            )
         if module.check_mode:
             module.exit_json(changed=True, path=None, revision=p["revision"])
         try:

@@ -92,13 +92,24 @@ def main():
 
     p = module.params
     endpoint = Endpoint(
-        url=p["url"], model=p["model"], streaming=p["streaming"], connect_timeout_s=p["connect_timeout"],
-        request_timeout_s=p["request_timeout"], extra_inputs=p["extra_inputs"],
+        url=p["url"],
+        model=p["model"],
+        streaming=p["streaming"],
+        connect_timeout_s=p["connect_timeout"],
+        request_timeout_s=p["request_timeout"],
+        extra_inputs=p["extra_inputs"],
     )
     config = BenchmarkConfig(
-        endpoint=endpoint, protocol=p["protocol"], input_data=Path(p["input_data"]), concurrency=p["concurrency"],
-        tokenizer_path=p["tokenizer_path"], num_requests=p["num_requests"], warmup_requests=p["warmup_requests"],
-        max_tokens=p["max_tokens"], chat_template=p["chat_template"], seed=p["seed"],
+        endpoint=endpoint,
+        protocol=p["protocol"],
+        input_data=Path(p["input_data"]),
+        concurrency=p["concurrency"],
+        tokenizer_path=p["tokenizer_path"],
+        num_requests=p["num_requests"],
+        warmup_requests=p["warmup_requests"],
+        max_tokens=p["max_tokens"],
+        chat_template=p["chat_template"],
+        seed=p["seed"],
         export_file=Path(p["export_file"]),
     )
     reports = run_or_fail(module, run, config)

@@ -71,8 +71,10 @@ def main():
     files = run_or_fail(module, repository.render, params)
     result = repository.write(files, Path(module.params["dest"]), check_mode=module.check_mode)
     out = {
-        "changed": bool(result.changed), "changed_files": result.changed,
-        "params": repository.resolve(params), "dest": module.params["dest"],
+        "changed": bool(result.changed),
+        "changed_files": result.changed,
+        "params": repository.resolve(params),
+        "dest": module.params["dest"],
     }
     if module._diff and result.diffs:
         out["diff"] = result.diffs

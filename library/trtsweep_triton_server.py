@@ -88,9 +88,15 @@ def _started(module, server):
     if not p["model_repository"] or not p["log_file"]:
         module.fail_json(msg="state=started needs model_repository and log_file")
     spec = server.ServerSpec(
-        model_repository=Path(p["model_repository"]), log_file=Path(p["log_file"]), runtime=p["runtime"],
-        http_port=p["http_port"], grpc_port=p["grpc_port"], metrics_port=p["metrics_port"],
-        bind_address=p["bind_address"], tritonserver=p["tritonserver"], log_verbose=p["log_verbose"],
+        model_repository=Path(p["model_repository"]),
+        log_file=Path(p["log_file"]),
+        runtime=p["runtime"],
+        http_port=p["http_port"],
+        grpc_port=p["grpc_port"],
+        metrics_port=p["metrics_port"],
+        bind_address=p["bind_address"],
+        tritonserver=p["tritonserver"],
+        log_verbose=p["log_verbose"],
     )
     if p["cache_dir"]:
         spec.cache_dir = Path(p["cache_dir"])

@@ -39,7 +39,10 @@ def demo_model() -> DemoModel:
 def start_server(repo: Path, workdir: Path) -> tuple[server.ServerState, server.ServerSpec]:
     http, grpc, metrics = free_ports(3)
     spec = server.ServerSpec(
-        model_repository=repo, log_file=workdir / "triton.log", http_port=http, grpc_port=grpc,
+        model_repository=repo,
+        log_file=workdir / "triton.log",
+        http_port=http,
+        grpc_port=grpc,
         metrics_port=metrics,
     )
     state = server.start(spec, workdir / "server.json")

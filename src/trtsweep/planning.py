@@ -32,8 +32,17 @@ PROTOCOLS = ("grpc", "http")
 AXES = ("models", "precisions", "parallelism", "max_batch_sizes", "lengths", "streaming")
 KNOWN = {"name", "backend", "triton", "benchmark", *AXES}
 BENCHMARK_KEYS = {
-    "protocol", "concurrency", "input_data", "num_requests", "warmup_requests", "max_tokens", "chat_template",
-    "seed", "extra_inputs", "request_timeout", "connect_timeout",
+    "protocol",
+    "concurrency",
+    "input_data",
+    "num_requests",
+    "warmup_requests",
+    "max_tokens",
+    "chat_template",
+    "seed",
+    "extra_inputs",
+    "request_timeout",
+    "connect_timeout",
 }
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -105,15 +114,17 @@ def expand(sweep: Any) -> list[dict[str, Any]]:
     for i, par in enumerate(_list(sweep, "parallelism")):
         if not isinstance(par, dict):
             raise _fail(f"parallelism[{i}]", "expected {tp: N, pp: M}")
-        parallelism.append((_positive(f"parallelism[{i}].tp", par.get("tp", 1)),
-                            _positive(f"parallelism[{i}].pp", par.get("pp", 1))))
+        parallelism.append(
+            (_positive(f"parallelism[{i}].tp", par.get("tp", 1)), _positive(f"parallelism[{i}].pp", par.get("pp", 1)))
+        )
     batch_sizes = [_positive("max_batch_sizes", b) for b in _list(sweep, "max_batch_sizes")]
     lengths = []
     for i, ln in enumerate(_list(sweep, "lengths")):
         if not isinstance(ln, dict):
             raise _fail(f"lengths[{i}]", "expected {input: N, output: M}")
-        lengths.append((_positive(f"lengths[{i}].input", ln.get("input")),
-                        _positive(f"lengths[{i}].output", ln.get("output"))))
+        lengths.append(
+            (_positive(f"lengths[{i}].input", ln.get("input")), _positive(f"lengths[{i}].output", ln.get("output")))
+        )
     streaming = _list(sweep, "streaming")
     if any(not isinstance(s, bool) for s in streaming):
         raise _fail("streaming", "expected a list of booleans")
@@ -127,11 +138,24 @@ def expand(sweep: Any) -> list[dict[str, Any]]:
         models, precisions, parallelism, batch_sizes, lengths, streaming
     ):
         point_id = f"{model['name']}_{precision}_tp{tp}pp{pp}_bs{bs}_isl{isl}osl{osl}_{'stream' if stream else 'sync'}"
-        points.append({
-            "id": point_id, "sweep": name, "backend": backend, "model": model, "precision": precision,
-            "tp": tp, "pp": pp, "world_size": tp * pp, "max_batch_size": bs, "max_input_len": isl,
-            "max_output_len": osl, "streaming": stream, "triton": dict(triton), "benchmark": dict(benchmark),
-        })
+        points.append(
+            {
+                "id": point_id,
+                "sweep": name,
+                "backend": backend,
+                "model": model,
+                "precision": precision,
+                "tp": tp,
+                "pp": pp,
+                "world_size": tp * pp,
+                "max_batch_size": bs,
+                "max_input_len": isl,
+                "max_output_len": osl,
+                "streaming": stream,
+                "triton": dict(triton),
+                "benchmark": dict(benchmark),
+            }
+        )
     ids = [p["id"] for p in points]
     if len(set(ids)) != len(ids):
         raise _fail("models", "two models share a name; give each a distinct 'name'")

@@ -46,7 +46,9 @@ def write(results_dir: Path) -> tuple[str, list[dict[str, Any]]]:
     for point in dict.fromkeys(r["point"] for r in rows):
         sections.append(f"{point}\n{table([r for r in rows if r['point'] == point])}")
     text = "\n\n".join(sections)
-    legend = ("latencies in ms; TTFT = time to first token; ICL = inter-chunk latency (every gap, vLLM's ITL); "
-              "TPOT = (E2E-TTFT)/(tokens-1) per request (AIPerf's ITL); tok/s over the benchmark window")
+    legend = (
+        "latencies in ms; TTFT = time to first token; ICL = inter-chunk latency (every gap, vLLM's ITL); "
+        "TPOT = (E2E-TTFT)/(tokens-1) per request (AIPerf's ITL); tok/s over the benchmark window"
+    )
     atomic_write_text(results_dir / "report.md", f"# {results_dir.name}\n\n{legend}\n\n```\n{text}\n```\n")
     return f"{text}\n\n{legend}", rows

@@ -59,9 +59,11 @@ def test_grpc_streaming_with_final_response_flag(hf_server, chat_prompt):
     try:
         client.start_stream(callback=lambda result, error: responses.put((result, error)))
         inputs = []
-        for name, value, dtype in (("text_input", np.array([[chat_prompt.encode()]], dtype=object), "BYTES"),
-                                   ("max_tokens", np.array([[24]], dtype=np.int32), "INT32"),
-                                   ("stream", np.array([[True]]), "BOOL")):
+        for name, value, dtype in (
+            ("text_input", np.array([[chat_prompt.encode()]], dtype=object), "BYTES"),
+            ("max_tokens", np.array([[24]], dtype=np.int32), "INT32"),
+            ("stream", np.array([[True]]), "BOOL"),
+        ):
             tensor = grpcclient.InferInput(name, list(value.shape), dtype)
             tensor.set_data_from_numpy(value)
             inputs.append(tensor)
@@ -83,8 +85,9 @@ def test_grpc_streaming_with_final_response_flag(hf_server, chat_prompt):
 
 
 def test_streamed_cjk_text_is_never_split_inside_a_character(hf_server):
-    chunks = post(hf_server, "generate_stream", {"text_input": "中文：北京是中国的首都。上海", "max_tokens": 16,
-                                                  "stream": True})
+    chunks = post(
+        hf_server, "generate_stream", {"text_input": "中文：北京是中国的首都。上海", "max_tokens": 16, "stream": True}
+    )
     texts = [c["text_output"] for c in chunks]
     assert all("\ufffd" not in t for t in texts)
     assert "".join(texts)

@@ -42,8 +42,9 @@ def model_repo(root: Path, init: str = "pass") -> Path:
 
 def spec_for(repo: Path, tmp_path: Path) -> server.ServerSpec:
     http, grpc, metrics = free_ports(3)
-    return server.ServerSpec(model_repository=repo, log_file=tmp_path / "log.txt", http_port=http, grpc_port=grpc,
-                             metrics_port=metrics)
+    return server.ServerSpec(
+        model_repository=repo, log_file=tmp_path / "log.txt", http_port=http, grpc_port=grpc, metrics_port=metrics
+    )
 
 
 def test_start_ready_stop_frees_ports(tmp_path):
@@ -69,13 +70,15 @@ def test_port_in_use_is_a_one_line_error_and_nothing_starts(tmp_path):
         busy.listen()
         with pytest.raises(TrtsweepError) as err:
             server.start(spec, tmp_path / "state.json")
-    assert str(err.value) == f"grpc port {spec.grpc_port} on 127.0.0.1 already in use; stop that server or pick free ports"
+    assert (
+        str(err.value) == f"grpc port {spec.grpc_port} on 127.0.0.1 already in use; stop that server or pick free ports"
+    )
     assert not (tmp_path / "state.json").exists()
 
 
 def test_missing_repository(tmp_path):
     spec = spec_for(tmp_path / "nope", tmp_path)
-    with pytest.raises(TrtsweepError, match="model repository .* does not exist"):
+    with pytest.raises(TrtsweepError, match=r"model repository .* does not exist"):
         server.start(spec, tmp_path / "state.json")
 
 

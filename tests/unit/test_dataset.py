@@ -13,8 +13,11 @@ def write(tmp_path, text: str):
 
 
 def test_records_and_chat_records(tmp_path):
-    path = write(tmp_path, '{"input": "hi", "output": "hello"}\n\n'
-                           '{"messages": [{"role": "user", "content": "你好"}], "max_tokens": 5, "tag": 1}\n')
+    path = write(
+        tmp_path,
+        '{"input": "hi", "output": "hello"}\n\n'
+        '{"messages": [{"role": "user", "content": "你好"}], "max_tokens": 5, "tag": 1}\n',
+    )
     first, second = load_jsonl(path)
     assert (first.input, first.reference, first.as_messages()) == ("hi", "hello", [{"role": "user", "content": "hi"}])
     assert second.index == 1 and second.max_tokens == 5 and second.extra == {"tag": 1}
@@ -26,7 +29,7 @@ def test_records_and_chat_records(tmp_path):
     [
         ('{"input": "a"}\n{"input": "b",}\n', ":2: invalid JSON"),
         ('{"output": "x"}\n', ":1: record has neither 'input' nor 'messages'"),
-        ('[1, 2]\n', ":1: expected a JSON object, got list"),
+        ("[1, 2]\n", ":1: expected a JSON object, got list"),
         ('{"input": 3}\n', ":1: 'input' must be a string, got int"),
         ('{"input": "a", "max_tokens": 0}\n', ":1: 'max_tokens' must be a positive integer"),
         ('{"messages": [{"role": "user"}]}\n', ":1: 'messages' must be a non-empty list"),

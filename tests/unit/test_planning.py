@@ -8,10 +8,14 @@ from trtsweep.planning import assign_hosts, expand
 
 def sweep(**over):
     base = {
-        "name": "demo", "backend": "hf",
+        "name": "demo",
+        "backend": "hf",
         "models": [{"repo_id": "HuggingFaceTB/SmolLM2-135M-Instruct", "name": "smol"}],
-        "precisions": ["float32", "bfloat16"], "parallelism": [{"tp": 1, "pp": 1}],
-        "max_batch_sizes": [4, 8], "lengths": [{"input": 512, "output": 64}], "streaming": [True],
+        "precisions": ["float32", "bfloat16"],
+        "parallelism": [{"tp": 1, "pp": 1}],
+        "max_batch_sizes": [4, 8],
+        "lengths": [{"input": 512, "output": 64}],
+        "streaming": [True],
         "benchmark": {"concurrency": [1, 2], "input_data": "data/prompts.jsonl"},
     }
     base.update(over)

@@ -11,8 +11,13 @@ BASE = {"engine_dir": "/models/m", "tokenizer_dir": "/models/m"}
 def test_render_produces_the_inflight_batcher_layout_and_checks_it():
     files = repository.render({**BASE, "triton_max_batch_size": 16, "decoupled_mode": False})
     assert sorted(files) == [
-        "ensemble/1/.keep", "ensemble/config.pbtxt", "postprocessing/1/model.py", "postprocessing/config.pbtxt",
-        "preprocessing/1/model.py", "preprocessing/config.pbtxt", "tensorrt_llm/1/model.py",
+        "ensemble/1/.keep",
+        "ensemble/config.pbtxt",
+        "postprocessing/1/model.py",
+        "postprocessing/config.pbtxt",
+        "preprocessing/1/model.py",
+        "preprocessing/config.pbtxt",
+        "tensorrt_llm/1/model.py",
         "tensorrt_llm/config.pbtxt",
     ]
     trt = repository._parse("tensorrt_llm/config.pbtxt", files["tensorrt_llm/config.pbtxt"])
@@ -20,8 +25,11 @@ def test_render_produces_the_inflight_batcher_layout_and_checks_it():
     assert trt.model_transaction_policy.decoupled is False
     assert trt.parameters["hf_model_dir"].string_value == "/models/m"
     ensemble = repository._parse("ensemble/config.pbtxt", files["ensemble/config.pbtxt"])
-    assert [s.model_name for s in ensemble.ensemble_scheduling.step] == ["preprocessing", "tensorrt_llm",
-                                                                         "postprocessing"]
+    assert [s.model_name for s in ensemble.ensemble_scheduling.step] == [
+        "preprocessing",
+        "tensorrt_llm",
+        "postprocessing",
+    ]
 
 
 def test_write_is_idempotent_and_reports_only_changed_files(tmp_path):
@@ -58,15 +66,17 @@ def test_check_catches_placeholders_schema_and_wiring():
     files = repository.render(BASE)
     bad = dict(files)
     bad["tensorrt_llm/config.pbtxt"] = files["tensorrt_llm/config.pbtxt"].replace(
-        "max_batch_size: 8", "max_batch_size: ${triton_max_batch_size}")
+        "max_batch_size: 8", "max_batch_size: ${triton_max_batch_size}"
+    )
     with pytest.raises(TrtsweepError, match=r"tensorrt_llm/config.pbtxt:3: unfilled placeholder"):
         repository.check(bad)
     bad["tensorrt_llm/config.pbtxt"] = files["tensorrt_llm/config.pbtxt"].replace("max_batch_size: 8", "max_batch: 8")
     with pytest.raises(TrtsweepError, match="not a valid Triton ModelConfig"):
         repository.check(bad)
     bad = dict(files)
-    bad["ensemble/config.pbtxt"] = files["ensemble/config.pbtxt"].replace('value: "_TOKENS_BATCH" }\n      input_map',
-                                                                          'value: "_NOPE" }\n      input_map')
+    bad["ensemble/config.pbtxt"] = files["ensemble/config.pbtxt"].replace(
+        'value: "_TOKENS_BATCH" }\n      input_map', 'value: "_NOPE" }\n      input_map'
+    )
     with pytest.raises(TrtsweepError, match="reads '_NOPE', which nothing produces"):
         repository.check(bad)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf import export
+from trtsweep.perf.accuracy import load_scorer
 from trtsweep.perf.dataset import Record, load_jsonl
 from trtsweep.perf.metrics import TokenCount, level_summary, request_metrics
 from trtsweep.perf.protocols import Endpoint, make_protocol
@@ -36,6 +37,7 @@ class BenchmarkConfig:
     chat_template: bool = False
     seed: int = 0
     export_file: Path | None = None
+    scorer: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -103,13 +105,14 @@ def run(config: BenchmarkConfig, on_level: Callable[[LevelReport], None] | None 
     tokenizer = Tokenizer(config.tokenizer_path) if config.tokenizer_path else None
     requests = prepare(records, config, tokenizer)
     count: TokenCount | None = tokenizer.count if tokenizer else None
+    scorer = load_scorer(config.scorer) if config.scorer else None
     per_level = config.num_requests or len(requests)
     reports: list[LevelReport] = []
     started = time.time()
 
     def finish(report: LevelReport) -> None:
         report.metrics = [
-            request_metrics(r, requests[r.record_index].prompt, records[r.record_index].reference, count)
+            request_metrics(r, requests[r.record_index].prompt, records[r.record_index].reference, count, scorer)
             for r in report.results
         ]
         report.summary = level_summary(report.results, report.metrics)
@@ -137,4 +140,3 @@ def run(config: BenchmarkConfig, on_level: Callable[[LevelReport], None] | None 
             finish(reports[-1])
         raise
     return reports
-

@@ -60,6 +60,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--streaming", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--chat-template", action="store_true", help="wrap inputs with the tokenizer's chat template")
     p.add_argument("--extra-inputs", type=extra_inputs, default={}, help="extra request inputs, e.g. top_k:1")
+    p.add_argument("--scorer", help="extra accuracy scorer 'module:function' (prediction, reference) -> float")
     p.add_argument("--seed", type=int, default=0, help="seed of the request order")
     p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to reach the server")
     p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
@@ -68,14 +69,26 @@ def parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
     endpoint = Endpoint(
-        url=args.url, model=args.model, streaming=args.streaming, connect_timeout_s=args.connect_timeout,
-        request_timeout_s=args.request_timeout, extra_inputs=args.extra_inputs,
+        url=args.url,
+        model=args.model,
+        streaming=args.streaming,
+        connect_timeout_s=args.connect_timeout,
+        request_timeout_s=args.request_timeout,
+        extra_inputs=args.extra_inputs,
     )
     return BenchmarkConfig(
-        endpoint=endpoint, protocol=args.protocol, input_data=args.input_data, concurrency=args.concurrency,
-        tokenizer_path=args.tokenizer_path, num_requests=args.num_requests, warmup_requests=args.warmup_requests,
-        max_tokens=args.max_tokens, chat_template=args.chat_template, seed=args.seed,
+        endpoint=endpoint,
+        protocol=args.protocol,
+        input_data=args.input_data,
+        concurrency=args.concurrency,
+        tokenizer_path=args.tokenizer_path,
+        num_requests=args.num_requests,
+        warmup_requests=args.warmup_requests,
+        max_tokens=args.max_tokens,
+        chat_template=args.chat_template,
+        seed=args.seed,
         export_file=args.profile_export_file,
+        scorer=args.scorer,
     )
 
 
@@ -85,8 +98,12 @@ def main(argv: list[str] | None = None) -> int:
 
     def show(report: LevelReport) -> None:
         rows.append(export.headline(report.level.concurrency, report.summary))
-        print(f"concurrency {report.level.concurrency}: {report.summary.get('succeeded', 0)}/"
-              f"{report.summary.get('requests', 0)} ok", file=sys.stderr, flush=True)
+        print(
+            f"concurrency {report.level.concurrency}: {report.summary.get('succeeded', 0)}/"
+            f"{report.summary.get('requests', 0)} ok",
+            file=sys.stderr,
+            flush=True,
+        )
 
     try:
         run(config_from_args(args), on_level=show)

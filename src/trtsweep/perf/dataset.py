@@ -43,9 +43,13 @@ def _record(path: Path, lineno: int, index: int, obj: object) -> Record:
     if text is not None and not isinstance(text, str):
         raise TrtsweepError(f"{where}: 'input' must be a string, got {type(text).__name__}")
     if messages is not None:
-        ok = isinstance(messages, list) and messages and all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-            for m in messages
+        ok = (
+            isinstance(messages, list)
+            and messages
+            and all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in messages
+            )
         )
         if not ok:
             raise TrtsweepError(f"{where}: 'messages' must be a non-empty list of {{role, content}} strings")

@@ -24,12 +24,22 @@ if TYPE_CHECKING:
     from trtsweep.perf.protocols.base import PreparedRequest
 
 CSV_COLUMNS = (
-    ("concurrency", None), ("requests", None), ("succeeded", None), ("failed", None),
-    ("ttft_p50_ms", ("ttft_ms", "p50")), ("ttft_p99_ms", ("ttft_ms", "p99")),
-    ("icl_p50_ms", ("icl_ms", "p50")), ("tpot_p50_ms", ("tpot_ms", "p50")),
-    ("e2e_p50_ms", ("e2e_ms", "p50")), ("e2e_p99_ms", ("e2e_ms", "p99")),
-    ("output_token_throughput", None), ("input_token_throughput", None), ("request_throughput", None),
-    ("rougeL", ("accuracy", "rougeL")), ("chrf", ("accuracy", "chrf")), ("exact", ("accuracy", "exact")),
+    ("concurrency", None),
+    ("requests", None),
+    ("succeeded", None),
+    ("failed", None),
+    ("ttft_p50_ms", ("ttft_ms", "p50")),
+    ("ttft_p99_ms", ("ttft_ms", "p99")),
+    ("icl_p50_ms", ("icl_ms", "p50")),
+    ("tpot_p50_ms", ("tpot_ms", "p50")),
+    ("e2e_p50_ms", ("e2e_ms", "p50")),
+    ("e2e_p99_ms", ("e2e_ms", "p99")),
+    ("output_token_throughput", None),
+    ("input_token_throughput", None),
+    ("request_throughput", None),
+    ("rougeL", ("accuracy", "rougeL")),
+    ("chrf", ("accuracy", "chrf")),
+    ("exact", ("accuracy", "exact")),
 )
 
 
@@ -60,29 +70,47 @@ def _request_rows(report: LevelReport, requests: Sequence[PreparedRequest], t0: 
     rows = []
     for result, m in zip(report.results, report.metrics, strict=True):
         ms = lambda ns: round((ns - t0) / 1e6, 4)  # noqa: E731
-        rows.append({
-            "seq": result.seq, "record": result.record_index, "warmup": result.warmup,
-            "max_tokens": requests[result.record_index].max_tokens,
-            "sent_ms": ms(result.sent_ns), "chunk_ms": [ms(t) for t in result.chunk_ns],
-            "end_ms": ms(result.end_ns) if result.end_ns else None,
-            "text": result.text, "chunks": len(result.chunk_ns),
-            "input_tokens": m.input_tokens, "output_tokens": m.output_tokens,
-            "ttft_ms": None if m.ttft is None else m.ttft * 1e3, "e2e_ms": None if m.e2e is None else m.e2e * 1e3,
-            "tpot_ms": None if m.tpot is None else m.tpot * 1e3,
-            "scores": m.scores, "error": result.error, "error_class": result.error_class,
-        })
+        rows.append(
+            {
+                "seq": result.seq,
+                "record": result.record_index,
+                "warmup": result.warmup,
+                "max_tokens": requests[result.record_index].max_tokens,
+                "sent_ms": ms(result.sent_ns),
+                "chunk_ms": [ms(t) for t in result.chunk_ns],
+                "end_ms": ms(result.end_ns) if result.end_ns else None,
+                "text": result.text,
+                "chunks": len(result.chunk_ns),
+                "input_tokens": m.input_tokens,
+                "output_tokens": m.output_tokens,
+                "ttft_ms": None if m.ttft is None else m.ttft * 1e3,
+                "e2e_ms": None if m.e2e is None else m.e2e * 1e3,
+                "tpot_ms": None if m.tpot is None else m.tpot * 1e3,
+                "scores": m.scores,
+                "error": result.error,
+                "error_class": result.error_class,
+            }
+        )
     return rows
 
 
 def write_all(
-    export_file: Path, config: BenchmarkConfig, reports: Sequence[LevelReport], records: Sequence[Record],
-    requests: Sequence[PreparedRequest], started: float,
+    export_file: Path,
+    config: BenchmarkConfig,
+    reports: Sequence[LevelReport],
+    records: Sequence[Record],
+    requests: Sequence[PreparedRequest],
+    started: float,
 ) -> None:
     sent = [r.sent_ns for rep in reports for r in rep.results if r.sent_ns]
     t0 = min(sent) if sent else 0
     levels = [
-        {"concurrency": rep.level.concurrency, "num_requests": rep.level.num_requests,
-         "warmup_requests": rep.level.warmup_requests, "summary": rep.summary}
+        {
+            "concurrency": rep.level.concurrency,
+            "num_requests": rep.level.num_requests,
+            "warmup_requests": rep.level.warmup_requests,
+            "summary": rep.summary,
+        }
         for rep in reports
     ]
     out = paths(export_file)
@@ -90,8 +118,7 @@ def write_all(
     profile = {
         **summary,
         "levels": [
-            {**level, "requests": _request_rows(rep, requests, t0)}
-            for level, rep in zip(levels, reports, strict=True)
+            {**level, "requests": _request_rows(rep, requests, t0)} for level, rep in zip(levels, reports, strict=True)
         ],
         "records": [{"index": r.index, "reference": r.reference} for r in records],
     }
@@ -114,10 +141,17 @@ def _fmt(value: Any, digits: int = 1) -> str:
 
 
 TABLE = (
-    ("conc", "concurrency", 0), ("ok/req", None, 0), ("TTFT p50", "ttft_p50_ms", 1),
-    ("TTFT p99", "ttft_p99_ms", 1), ("ICL p50", "icl_p50_ms", 1), ("TPOT p50", "tpot_p50_ms", 1),
-    ("E2E p50", "e2e_p50_ms", 0), ("out tok/s", "output_token_throughput", 1),
-    ("in tok/s", "input_token_throughput", 1), ("req/s", "request_throughput", 2), ("rougeL", "rougeL", 3),
+    ("conc", "concurrency", 0),
+    ("ok/req", None, 0),
+    ("TTFT p50", "ttft_p50_ms", 1),
+    ("TTFT p99", "ttft_p99_ms", 1),
+    ("ICL p50", "icl_p50_ms", 1),
+    ("TPOT p50", "tpot_p50_ms", 1),
+    ("E2E p50", "e2e_p50_ms", 0),
+    ("out tok/s", "output_token_throughput", 1),
+    ("in tok/s", "input_token_throughput", 1),
+    ("req/s", "request_throughput", 2),
+    ("rougeL", "rougeL", 3),
 )
 
 
@@ -127,7 +161,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     body = []
     for row in rows:
         cells = []
-        for name, key, digits in TABLE:
+        for _name, key, digits in TABLE:
             if key is None:
                 cells.append(f"{row.get('succeeded', 0)}/{row.get('requests', 0)}")
             else:

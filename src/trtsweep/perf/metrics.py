@@ -18,12 +18,13 @@ Per level, over the benchmark window = first measured request sent -> last measu
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trtsweep.perf.accuracy import mean_scores, score
+from trtsweep.perf.accuracy import Scorer, mean_scores, score
 from trtsweep.perf.protocols.base import RequestResult
 from trtsweep.perf.stats import summarize
 
@@ -45,7 +46,7 @@ class RequestMetrics:
 
 
 def request_metrics(
-    result: RequestResult, prompt: str, reference: str | None, count: TokenCount | None
+    result: RequestResult, prompt: str, reference: str | None, count: TokenCount | None, scorer: Scorer | None = None
 ) -> RequestMetrics:
     if not result.ok:
         return RequestMetrics(None, None, None, [], None, None, None)
@@ -53,13 +54,13 @@ def request_metrics(
     stamps = [t for t, chunk in zip(result.chunk_ns, result.chunk_text, strict=True) if chunk]
     ttft = (stamps[0] - result.sent_ns) * NS if stamps else None
     e2e = (result.end_ns - result.sent_ns) * NS
-    icl = [(b - a) * NS for a, b in zip(stamps, stamps[1:], strict=False)]
+    icl = [(b - a) * NS for a, b in itertools.pairwise(stamps)]
     out_tokens = count(text) if count else None
     in_tokens = count(prompt) if count else None
     tpot = None
     if ttft is not None and out_tokens is not None and out_tokens > 1:
         tpot = (e2e - ttft) / (out_tokens - 1)
-    scores = score(text, reference) if reference is not None else None
+    scores = score(text, reference, scorer) if reference is not None else None
     return RequestMetrics(ttft, e2e, tpot, icl, in_tokens, out_tokens, scores)
 
 
@@ -74,7 +75,10 @@ def level_summary(results: Sequence[RequestResult], metrics: Sequence[RequestMet
     good = [(r, m) for r, m in pairs if r.ok]
     errors = Counter(r.error_class for r, _ in pairs if not r.ok)
     out: dict[str, Any] = {
-        "requests": len(pairs), "succeeded": len(good), "failed": len(pairs) - len(good), "errors": dict(errors),
+        "requests": len(pairs),
+        "succeeded": len(good),
+        "failed": len(pairs) - len(good),
+        "errors": dict(errors),
     }
     if not good:
         return out

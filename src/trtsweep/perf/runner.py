@@ -46,8 +46,14 @@ def classify(exc: BaseException) -> str:
 
 
 async def _phase(
-    protocol: Protocol, requests: Sequence[PreparedRequest], order: list[int], start: int, count: int,
-    concurrency: int, warmup: bool, sink: Callable[[RequestResult], None],
+    protocol: Protocol,
+    requests: Sequence[PreparedRequest],
+    order: list[int],
+    start: int,
+    count: int,
+    concurrency: int,
+    warmup: bool,
+    sink: Callable[[RequestResult], None],
 ) -> int:
     next_seq = start
     end = start + count
@@ -75,7 +81,10 @@ async def _phase(
 
 
 async def run_level(
-    protocol: Protocol, requests: Sequence[PreparedRequest], level: Level, seed: int,
+    protocol: Protocol,
+    requests: Sequence[PreparedRequest],
+    level: Level,
+    seed: int,
     sink: Callable[[RequestResult], None],
 ) -> None:
     order = request_order(len(requests), seed)

@@ -163,15 +163,24 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
     with open(spec.log_file, "ab") as log:
         try:
             proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
                 start_new_session=True,
             )
         except OSError as exc:
             raise TrtsweepError(f"cannot start {argv[0]}: {exc.strerror}") from exc
     ticks = _start_ticks(proc.pid)
     state = ServerState(
-        pid=proc.pid, start_ticks=ticks if ticks is not None else -1, argv=argv, ports=spec.ports(),
-        bind_address=spec.bind_address, health_url=spec.health_url(), log_file=str(spec.log_file),
+        pid=proc.pid,
+        start_ticks=ticks if ticks is not None else -1,
+        argv=argv,
+        ports=spec.ports(),
+        bind_address=spec.bind_address,
+        health_url=spec.health_url(),
+        log_file=str(spec.log_file),
     )
     state.save(state_file)
     return state
@@ -200,7 +209,9 @@ def wait_ready(state: ServerState, timeout_s: float) -> float:
         time.sleep(0.25)
     stop(state)
     tail = log_tail(Path(state.log_file))
-    raise TrtsweepError(f"triton server {reason}: {failure_cause(Path(state.log_file))} (log: {state.log_file})\n{tail}")
+    raise TrtsweepError(
+        f"triton server {reason}: {failure_cause(Path(state.log_file))} (log: {state.log_file})\n{tail}"
+    )
 
 
 MODEL_LOAD_FAILURE = re.compile(r"failed to load '([^']+)' version \d+: (.*?)(?:\\n|\"$|$)")

@@ -44,8 +44,12 @@ PLACEHOLDER = re.compile(r"\$\{[^}]*\}|\{\{|\{%")
 
 # model name -> template directory, per backend
 MODELS = {
-    "hf": {"preprocessing": "preprocessing", "tensorrt_llm": "tensorrt_llm_hf", "postprocessing": "postprocessing",
-           "ensemble": "ensemble"},
+    "hf": {
+        "preprocessing": "preprocessing",
+        "tensorrt_llm": "tensorrt_llm_hf",
+        "postprocessing": "postprocessing",
+        "ensemble": "ensemble",
+    },
 }
 
 
@@ -77,8 +81,12 @@ def resolve(params: dict[str, Any]) -> dict[str, Any]:
 def _environment() -> jinja2.Environment:
     root = resources.files("trtsweep") / "templates" / "triton"
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(root)), undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-        trim_blocks=True, lstrip_blocks=True, autoescape=False,
+        loader=jinja2.FileSystemLoader(str(root)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
     )
     env.filters["pbtxt_string"] = _pbtxt_string
     return env
@@ -119,12 +127,14 @@ def write(files: dict[str, str], out_dir: Path, check_mode: bool = False) -> Wri
         if before == content:
             continue
         changed.append(rel)
-        diffs.append({
-            "before_header": str(path) if before is not None else "/dev/null",
-            "after_header": str(path),
-            "before": before or "",
-            "after": content,
-        })
+        diffs.append(
+            {
+                "before_header": str(path) if before is not None else "/dev/null",
+                "after_header": str(path),
+                "before": before or "",
+                "after": content,
+            }
+        )
         if not check_mode:
             atomic_write_text(path, content)
     return WriteResult(changed, diffs)
@@ -133,10 +143,14 @@ def write(files: dict[str, str], out_dir: Path, check_mode: bool = False) -> Wri
 def unified_diff(diffs: list[dict[str, str]]) -> str:
     out: list[str] = []
     for d in diffs:
-        out.extend(difflib.unified_diff(
-            d["before"].splitlines(keepends=True), d["after"].splitlines(keepends=True),
-            d["before_header"], d["after_header"],
-        ))
+        out.extend(
+            difflib.unified_diff(
+                d["before"].splitlines(keepends=True),
+                d["after"].splitlines(keepends=True),
+                d["before_header"],
+                d["after_header"],
+            )
+        )
     return "".join(out)
 
 

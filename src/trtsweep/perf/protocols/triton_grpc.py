@@ -31,8 +31,9 @@ class TritonGrpc(Protocol):
         except (asyncio.TimeoutError, InferenceServerException) as exc:
             await self.close()
             msg = "no answer" if isinstance(exc, asyncio.TimeoutError) else exc.message()
-            raise TrtsweepError(f"cannot reach Triton gRPC at {ep.url} within {ep.connect_timeout_s:g} s: {msg}") \
-                from exc
+            raise TrtsweepError(
+                f"cannot reach Triton gRPC at {ep.url} within {ep.connect_timeout_s:g} s: {msg}"
+            ) from exc
         self.decoupled = bool(config.get("model_transaction_policy", {}).get("decoupled", False))
         self.input_dtypes = {t["name"]: t["datatype"] for t in metadata["inputs"]}
         self.batched = int(config.get("max_batch_size", 0)) > 0
@@ -81,8 +82,12 @@ class TritonGrpc(Protocol):
             return
 
         async def one_request():
-            yield {"model_name": self.endpoint.model, "inputs": inputs, "outputs": outputs,
-                   "enable_empty_final_response": True}
+            yield {
+                "model_name": self.endpoint.model,
+                "inputs": inputs,
+                "outputs": outputs,
+                "enable_empty_final_response": True,
+            }
 
         result.mark_sent()
         stream = self.client.stream_infer(one_request(), stream_timeout=self.endpoint.request_timeout_s)

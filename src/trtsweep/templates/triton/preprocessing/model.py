@@ -39,7 +39,7 @@ def _words_to_ids(tokenizer, words):
     width = max(len(ids), len(offsets))
     out = np.full((2, width), -1, dtype=np.int32)
     out[0, : len(ids)] = ids
-    out[0, len(ids):] = 0
+    out[0, len(ids) :] = 0
     out[1, : len(offsets)] = offsets
     return out
 
@@ -60,8 +60,7 @@ class TritonPythonModel:
         out_len = _optional(request, "REQUEST_OUTPUT_LEN")
         batch = query.shape[0]
         tokens = [
-            self.tokenizer.encode(q[0].decode("utf-8"), add_special_tokens=self.add_special_tokens)
-            for q in query
+            self.tokenizer.encode(q[0].decode("utf-8"), add_special_tokens=self.add_special_tokens) for q in query
         ]
         longest = max(len(t) for t in tokens)
         end_id = _optional(request, "END_ID")

@@ -130,7 +130,7 @@ class TritonPythonModel:
                     break
                 generated.append(token)
                 pending.append(token)
-                stopped = any(len(generated) >= len(w) and tuple(generated[-len(w):]) == w for w in stop_words)
+                stopped = any(len(generated) >= len(w) and tuple(generated[-len(w) :]) == w for w in stop_words)
                 if streaming and not stopped and not self._utf8_incomplete(pending):
                     emit(pending, False)
                     pending = []
@@ -148,10 +148,12 @@ class TritonPythonModel:
     @staticmethod
     def _response(tokens):
         out = np.array(tokens, dtype=np.int32).reshape(1, 1, len(tokens))
-        return pb_utils.InferenceResponse(output_tensors=[
-            pb_utils.Tensor("output_ids", out),
-            pb_utils.Tensor("sequence_length", np.array([[len(tokens)]], dtype=np.int32)),
-        ])
+        return pb_utils.InferenceResponse(
+            output_tensors=[
+                pb_utils.Tensor("output_ids", out),
+                pb_utils.Tensor("sequence_length", np.array([[len(tokens)]], dtype=np.int32)),
+            ]
+        )
 
     # -- Triton entry points ---------------------------------------------------------------------
     def _run_decoupled(self, request):

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from trtsweep.perf.stats import quantile_ci, summarize
+
+
+def test_hand_computed_small_sample():
+    s = summarize([1.0, 2.0, 3.0, 4.0])
+    assert (s.count, s.mean, s.min, s.max, s.p50) == (4, 2.5, 1.0, 4.0, 2.5)
+    assert s.std == pytest.approx(1.2909944487358056)  # sqrt(5/3)
+    assert s.p90 == pytest.approx(3.7)  # 1 + 0.9 * 3 = rank 2.7 -> 3 + 0.7
+    assert len(s.warnings) == 3 and s.ci["p99"] == (1.0, 4.0)
+
+
+def test_percentiles_agree_with_numpy():
+    values = [random.Random(7).lognormvariate(0, 1) for _ in range(997)]
+    s = summarize(values)
+    for name, q in (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99)):
+        assert getattr(s, name) == pytest.approx(np.percentile(values, q))
+    assert s.std == pytest.approx(np.std(values, ddof=1))
+
+
+def test_confidence_interval_brackets_the_quantile_and_tightens():
+    rng = random.Random(3)
+    values = sorted(rng.random() for _ in range(5000))
+    lo, hi = quantile_ci(values, 0.99)
+    assert lo <= 0.99 <= hi and hi - lo < 0.01
+    s = summarize(values)
+    assert s.ci["p95"][0] <= s.p95 <= s.ci["p95"][1]
+    assert s.warnings == ()
+
+
+def test_tail_warning_depends_on_samples_beyond_the_percentile():
+    assert any(
+        w.startswith("p99 rests on 0 samples beyond it (n=50); needs n >= 1000")
+        for w in summarize([float(i) for i in range(50)]).warnings
+    )
+    assert summarize([float(i) for i in range(2000)]).warnings == ()
+
+
+def test_empty_and_single():
+    assert summarize([]) is None
+    one = summarize([5.0])
+    assert (one.p50, one.p99, one.std) == (5.0, 5.0, 0.0)
+
+
+def test_as_dict_scales_latencies():
+    d = summarize([0.001, 0.002, 0.003]).as_dict(scale=1000)
+    assert d["count"] == 3 and d["p50"] == pytest.approx(2.0) and d["ci95"]["p99"] == [1.0, 3.0]
