@@ -30,22 +30,21 @@ hub_cache: {description: Hub cache holding the model's entry., returned: success
 revision: {description: Snapshot revision of the entry., returned: success, type: str}
 """
 
-from pathlib import Path
+import json
+import sys
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.trtsweep_common import require_trtsweep, run_or_fail
+from ansible.module_utils.trtsweep_common import require_trtsweep, run_cli
 
 
 def main():
     module = AnsibleModule(argument_spec={"cache_dir": {"type": "path"}}, supports_check_mode=False)
     require_trtsweep(module)
-    from trtsweep.demo_model import materialize
-    from trtsweep.paths import cache_dir
-
-    demo = run_or_fail(
-        module, materialize, Path(module.params["cache_dir"]) if module.params["cache_dir"] else cache_dir()
-    )
-    module.exit_json(**demo.as_dict())
+    # Its own process: transformers/torch and Ansible's module runtime do not share a process well.
+    argv = [sys.executable, "-m", "trtsweep.cli", "demo-model"]
+    if module.params["cache_dir"]:
+        argv += ["--cache-dir", module.params["cache_dir"]]
+    module.exit_json(**json.loads(run_cli(module, argv)))
 
 
 if __name__ == "__main__":

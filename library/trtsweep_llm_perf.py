@@ -11,6 +11,7 @@ short_description: Benchmark an LLM server with llm-perf (TTFT, ITL, token throu
 description:
   - Runs every concurrency level with the prompts of C(input_data) and writes the profile export
     (C(export_file)), a CSV and a C(.summary.json) next to it, atomically after each level.
+  - Runs the C(llm-perf) command line in its own process (returned as C(cmd)).
   - Measurements are results, not host state: the module reports C(changed=false).
 options:
   url: {type: str, required: true, description: "Server address, e.g. 127.0.0.1:8001."}
@@ -26,6 +27,7 @@ options:
   streaming: {type: bool, default: true}
   chat_template: {type: bool, default: false}
   extra_inputs: {type: dict, default: {}}
+  scorer: {type: str, description: "Extra accuracy scorer module:function."}
   seed: {type: int, default: 0}
   connect_timeout: {type: float, default: 10}
   request_timeout: {type: float, default: 600}
@@ -51,16 +53,55 @@ levels:
   returned: success
   type: list
   elements: dict
+cmd:
+  description: The llm-perf command line that ran.
+  returned: success
+  type: list
+  elements: str
 files:
   description: Paths of the profile export, CSV and summary JSON.
   returned: success
   type: dict
 """
 
+import json
+import sys
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.trtsweep_common import require_trtsweep, run_or_fail
+from ansible.module_utils.trtsweep_common import require_trtsweep, run_cli
+
+# option -> llm-perf flag; the benchmark runs as its own process (torch and Ansible's module runtime do
+# not share a process well, and a separate process keeps the measurement free of Ansible's overhead).
+FLAGS = {
+    "url": "--url",
+    "protocol": "--protocol",
+    "model": "--model",
+    "input_data": "--input-data",
+    "tokenizer_path": "--tokenizer-path",
+    "export_file": "--profile-export-file",
+    "num_requests": "--num-requests",
+    "warmup_requests": "--warmup-requests",
+    "max_tokens": "--max-tokens",
+    "seed": "--seed",
+    "connect_timeout": "--connect-timeout",
+    "request_timeout": "--request-timeout",
+    "scorer": "--scorer",
+}
+
+
+def command(params):
+    argv = [sys.executable, "-m", "trtsweep.perf.cli"]
+    for option, flag in FLAGS.items():
+        if params.get(option) is not None:
+            argv += [flag, str(params[option])]
+    argv += ["--concurrency", ",".join(str(c) for c in params["concurrency"])]
+    argv.append("--streaming" if params["streaming"] else "--no-streaming")
+    if params["chat_template"]:
+        argv.append("--chat-template")
+    if params["extra_inputs"]:
+        argv += ["--extra-inputs", ",".join(f"{k}:{v}" for k, v in params["extra_inputs"].items())]
+    return argv
 
 
 def main():
@@ -79,6 +120,7 @@ def main():
             "streaming": {"type": "bool", "default": True},
             "chat_template": {"type": "bool", "default": False},
             "extra_inputs": {"type": "dict", "default": {}},
+            "scorer": {"type": "str"},
             "seed": {"type": "int", "default": 0},
             "connect_timeout": {"type": "float", "default": 10.0},
             "request_timeout": {"type": "float", "default": 600.0},
@@ -87,36 +129,15 @@ def main():
     )
     require_trtsweep(module)
     from trtsweep.perf import export
-    from trtsweep.perf.benchmark import BenchmarkConfig, run
-    from trtsweep.perf.protocols import Endpoint
 
-    p = module.params
-    endpoint = Endpoint(
-        url=p["url"],
-        model=p["model"],
-        streaming=p["streaming"],
-        connect_timeout_s=p["connect_timeout"],
-        request_timeout_s=p["request_timeout"],
-        extra_inputs=p["extra_inputs"],
-    )
-    config = BenchmarkConfig(
-        endpoint=endpoint,
-        protocol=p["protocol"],
-        input_data=Path(p["input_data"]),
-        concurrency=p["concurrency"],
-        tokenizer_path=p["tokenizer_path"],
-        num_requests=p["num_requests"],
-        warmup_requests=p["warmup_requests"],
-        max_tokens=p["max_tokens"],
-        chat_template=p["chat_template"],
-        seed=p["seed"],
-        export_file=Path(p["export_file"]),
-    )
-    reports = run_or_fail(module, run, config)
-    rows = [export.headline(r.level.concurrency, r.summary) for r in reports]
-    files = {k: str(v) for k, v in export.paths(Path(p["export_file"])).items()}
-    failed = sum(r.summary.get("failed", 0) for r in reports)
-    module.exit_json(changed=False, levels=rows, files=files, failed_requests=failed, table=export.table(rows))
+    argv = command(module.params)
+    stdout = run_cli(module, argv)
+    files = {k: str(v) for k, v in export.paths(Path(module.params["export_file"])).items()}
+    with open(files["summary"], encoding="utf-8") as handle:
+        levels = json.load(handle)["levels"]
+    rows = [export.headline(level["concurrency"], level["summary"]) for level in levels]
+    failed = sum(level["summary"].get("failed", 0) for level in levels)
+    module.exit_json(changed=False, levels=rows, files=files, failed_requests=failed, table=stdout.strip(), cmd=argv)
 
 
 if __name__ == "__main__":

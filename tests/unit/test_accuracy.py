@@ -28,7 +28,7 @@ def test_chinese_rouge_is_character_level():
 
 def test_normalization_for_exact_and_contains():
     assert acc.exact_match("  Paris\n", "paris") == 1.0
-    assert acc.exact_match("ＰＡＲＩＳ", "paris") == 1.0  # full-width letters via NFKC
+    assert acc.exact_match("\uff30\uff21\uff32\uff29\uff33", "paris") == 1.0  # full-width PARIS via NFKC
     assert acc.contains("The capital is  Paris.", "capital is paris") == 1.0
     assert acc.contains("Lyon", "Paris") == 0.0
 
