@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+import ansible_runner
 import pytest
 
 from tests.conftest import ROOT, free_ports
@@ -20,12 +20,9 @@ NOT_CHANGED_ON_RERUN = (
 )
 
 
-def run_sweep(tmp_path: Path, ports: list[int] | None = None, json_output: bool = True):
-    """Run the embedded sweep with private results/work directories and free ports."""
+def run_sweep(tmp_path: Path, ports: list[int] | None = None) -> ansible_runner.Runner:
+    """Run the embedded sweep through ansible-runner with private results/work directories and free ports."""
     http, grpc, metrics = ports or free_ports(3)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    if json_output:
-        env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.builtin.json"
     overrides = {
         "trtsweep_results_dir": str(tmp_path / "results"),
         "trtsweep_work_dir": str(tmp_path / "work"),
@@ -33,29 +30,39 @@ def run_sweep(tmp_path: Path, ports: list[int] | None = None, json_output: bool 
         "trtsweep_triton_grpc_port": grpc,
         "trtsweep_triton_metrics_port": metrics,
     }
-    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "sweep.yml", "-e", json.dumps(overrides)]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False)
+    private = tmp_path / f"runner-{len(list(tmp_path.glob('runner-*')))}"
+    private.mkdir()
+    return ansible_runner.run(
+        private_data_dir=str(private), project_dir=str(ROOT), playbook="sweep.yml", extravars=overrides,
+        envvars={"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}, quiet=True,
+        timeout=1500,
+    )  # fmt: skip
 
 
-def run_ok(tmp_path: Path) -> dict:
-    proc = run_sweep(tmp_path)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    return json.loads(proc.stdout)
+def stdout(runner: ansible_runner.Runner) -> str:
+    return runner.stdout.read()
 
 
-def task_changes(report: dict) -> dict[str, bool]:
-    out = {}
-    for play in report["plays"]:
-        for task in play["tasks"]:
-            for host in task["hosts"].values():
-                out[task["task"]["name"]] = out.get(task["task"]["name"], False) or bool(host.get("changed"))
+def run_ok(tmp_path: Path) -> ansible_runner.Runner:
+    runner = run_sweep(tmp_path)
+    assert runner.rc == 0, stdout(runner)[-6000:]
+    return runner
+
+
+def task_changes(runner: ansible_runner.Runner) -> dict[str, bool]:
+    """Task name -> whether it reported a change (any host, any loop item)."""
+    out: dict[str, bool] = {}
+    for event in runner.events:
+        if event["event"] in ("runner_on_ok", "runner_item_on_ok"):
+            data = event["event_data"]
+            name = data["task"]
+            out[name] = out.get(name, False) or bool(data["res"].get("changed"))
     return out
 
 
 @pytest.mark.e2e
 def test_embedded_sweep_runs_end_to_end_and_reruns_without_changes(tmp_path):
-    first = run_ok(tmp_path)
-    assert first["stats"]["localhost"]["failures"] == 0
+    run_ok(tmp_path)
     point = "smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream"
     results = tmp_path / "results" / "smollm2-cpu-demo"
     files = {p.name for p in (results / point).iterdir()}
@@ -78,7 +85,7 @@ def test_embedded_sweep_runs_end_to_end_and_reruns_without_changes(tmp_path):
         if any(marker in name for marker in NOT_CHANGED_ON_RERUN):
             assert changed is False, f"task {name!r} changed on the second run"
     assert any("Generate the Triton model repository" in n for n in changes)
-    assert second["stats"]["localhost"]["failures"] == 0
+    assert second.stats["failures"] == {}
 
 
 @pytest.mark.e2e
@@ -89,7 +96,7 @@ def test_a_busy_port_fails_the_point_with_one_line_and_leaves_no_server(tmp_path
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", ports[1]))
         busy.listen()
-        proc = run_sweep(tmp_path, ports=ports, json_output=False)
-    assert proc.returncode != 0
-    assert f"grpc port {ports[1]} on 127.0.0.1 already in use" in proc.stdout
+        runner = run_sweep(tmp_path, ports=ports)
+    assert runner.rc != 0
+    assert f"grpc port {ports[1]} on 127.0.0.1 already in use" in stdout(runner)
     assert list((tmp_path / "work").rglob("triton_server.json")) == []

@@ -8,6 +8,16 @@ from trtsweep.perf import accuracy as acc
 
 def test_tokens_split_cjk_characters_and_words():
     assert acc.tokens("订单号是A123, ok!") == ["订", "单", "号", "是", "a123", "ok"]
+    # CJK punctuation (the ideographic full stop, the katakana middle dot) is dropped like other punctuation
+    assert acc.tokens("\u30ab\u30fb\u30ca\u3002한국") == ["\u30ab", "\u30ca", "한", "국"]
+
+
+def test_rouge2_of_answers_shorter_than_a_bigram():
+    # "A" vs "B" has no bigram on either side: that is agreement only when the tokens agree
+    assert acc.rouge_n("A", "B", 2) == 0.0
+    assert acc.rouge_n("A.", "a", 2) == 1.0
+    assert acc.rouge_n("", "a", 2) == 0.0
+    assert acc.rouge_n("", "", 1) == 1.0
 
 
 def test_english_rouge_by_hand():
@@ -54,6 +64,7 @@ def test_user_scorer(tmp_path, monkeypatch):
     (tmp_path / "myscore.py").write_text(
         "def length_ratio(p, r):\n    return len(p) / len(r)\ndef many(p, r):\n    return {'x': 1, 'y': 0.5}\n"
     )
+    (tmp_path / "broken.py").write_text("raise RuntimeError('boom')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert acc.score("ab", "abcd", acc.load_scorer("myscore:length_ratio"))["user"] == 0.5
     assert acc.score("ab", "abcd", acc.load_scorer("myscore:many"))["user_y"] == 0.5
@@ -61,6 +72,11 @@ def test_user_scorer(tmp_path, monkeypatch):
         ("nocolon", "expected 'module:function'"),
         ("nomodule_xyz:f", "cannot import"),
         ("myscore:missing", "has no callable 'missing'"),
+        (".relative:f", "cannot import"),
+        ("broken:f", "cannot import broken: boom"),
     ):
         with pytest.raises(TrtsweepError, match=message):
             acc.load_scorer(spec)
+    with pytest.raises(ValueError, match="json has no callable 'nope'"):
+        acc.load_scorer("json:nope")
+    assert acc.load_scorer("os.path:join")("a", "b") == "a/b"  # any importable module works

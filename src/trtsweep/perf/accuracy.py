@@ -24,13 +24,18 @@ from collections.abc import Callable, Iterable
 from trtsweep.errors import TrtsweepError
 
 CJK = (
-    "\u3040-\u309f\u30a0-\u30ff"  # hiragana, katakana
+    "\u3040-\u309f\u30a0-\u30fa\u30fc-\u30ff"  # hiragana, katakana (not the middle dot U+30FB)
     "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs (ext A, unified, compatibility)
+    "\U00020000-\U0003134f"  # CJK ideographs ext B-G
     "\uac00-\ud7af"  # hangul syllables
 )
 TOKEN = re.compile(rf"[{CJK}]|[^\W_{CJK}]+")
 HAS_CJK = re.compile(rf"[{CJK}]")
 Scorer = Callable[[str, str], "float | dict[str, float]"]
+
+
+class ScorerError(TrtsweepError, ValueError):
+    """A user scorer spec that cannot be loaded (a ValueError, shown to users as a one-line error)."""
 
 
 def normalize(text: str) -> str:
@@ -63,7 +68,10 @@ def _ngrams(toks: list[str], n: int) -> Counter[tuple[str, ...]]:
 
 
 def rouge_n(pred: str, ref: str, n: int) -> float:
-    p, r = _ngrams(tokens(pred), n), _ngrams(tokens(ref), n)
+    tp, tr = tokens(pred), tokens(ref)
+    p, r = _ngrams(tp, n), _ngrams(tr, n)
+    if not p and not r:  # both sides shorter than n tokens: nothing to count, so they agree or they do not
+        return float(tp == tr)
     return _f1(sum((p & r).values()), sum(p.values()), sum(r.values()))
 
 
@@ -127,15 +135,15 @@ def mean_scores(rows: Iterable[dict[str, float]]) -> dict[str, float]:
 
 
 def load_scorer(spec: str) -> Scorer:
-    """Import a user scorer "package.module:function"; a one-line TrtsweepError when it is unusable."""
+    """Import a user scorer "package.module:function"; a one-line ScorerError when it is unusable."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise TrtsweepError(f"scorer {spec!r}: expected 'module:function'")
+        raise ScorerError(f"scorer {spec!r}: expected 'module:function'")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise TrtsweepError(f"scorer {spec!r}: cannot import {module_name}: {exc}") from exc
+    except Exception as exc:  # ImportError, but also a relative name or an error raised while importing
+        raise ScorerError(f"scorer {spec!r}: cannot import {module_name}: {exc}") from exc
     func = getattr(module, attr, None)
     if not callable(func):
-        raise TrtsweepError(f"scorer {spec!r}: {module_name} has no callable {attr!r}")
+        raise ScorerError(f"scorer {spec!r}: {module_name} has no callable {attr!r}")
     return func

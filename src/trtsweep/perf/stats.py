@@ -98,10 +98,10 @@ def summarize(values: Sequence[float]) -> Summary | None:
     warnings = []
     for name in TAILS:
         q = PERCENTILES[name]
-        beyond = n * (1 - q)
+        beyond = round(n * (1 - q), 9)  # 100 * (1 - 0.9) is 9.999999999999998 in floating point
         interval = quantile_ci(ordered, q)
         if beyond < MIN_BEYOND or interval is None:
-            need = math.ceil(MIN_BEYOND / (1 - q) - 1e-9)
+            need = math.ceil(round(MIN_BEYOND / (1 - q), 9))
             warnings.append(f"{name} rests on {int(beyond)} samples beyond it (n={n}); needs n >= {need}")
             interval = (ordered[0], ordered[-1])
         ci[name] = interval
