@@ -9,6 +9,7 @@ Per request (successful, not warm-up):
             two output tokens (what AIPerf, GenAI-Perf and trtllm-bench call "ITL").
 * ``output_tokens`` / ``input_tokens``: the generated text and the prompt as sent, re-tokenized with the
             model's tokenizer (no special tokens added), i.e. what the ensemble's preprocessing counts.
+            Without a tokenizer, output tokens are the number of streamed text chunks (input tokens unknown).
 
 Per level, over the benchmark window = first measured request sent -> last measured response received:
 * ``request_throughput`` successful requests / window;
@@ -55,7 +56,10 @@ def request_metrics(
     ttft = (stamps[0] - result.sent_ns) * NS if stamps else None
     e2e = (result.end_ns - result.sent_ns) * NS
     icl = [(b - a) * NS for a, b in itertools.pairwise(stamps)]
-    out_tokens = count(text) if count else None
+    if count is not None:
+        out_tokens: int | None = count(text)
+    else:  # no tokenizer: a streamed chunk counts as one token (what a TRT-LLM/Triton stream sends)
+        out_tokens = len(stamps) if len(stamps) > 1 else None
     in_tokens = count(prompt) if count else None
     tpot = None
     if ttft is not None and out_tokens is not None and out_tokens > 1:
