@@ -135,7 +135,7 @@ def main():
     files = {k: str(v) for k, v in export.paths(Path(module.params["export_file"])).items()}
     with open(files["summary"], encoding="utf-8") as handle:
         levels = json.load(handle)["levels"]
-    rows = [export.headline(level["concurrency"], level["summary"]) for level in levels]
+    rows = [export.headline(level, level["summary"]) for level in levels]
     failed = sum(level["summary"].get("failed", 0) for level in levels)
     module.exit_json(changed=False, levels=rows, files=files, failed_requests=failed, table=stdout.strip(), cmd=argv)
 

@@ -28,7 +28,7 @@ def collect(results_dir: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             raise TrtsweepError(f"{summary_file}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
         for level in data.get("levels", []):
-            rows.append({"point": point, **headline(level["concurrency"], level.get("summary", {}))})
+            rows.append({"point": point, **headline(level, level.get("summary", {}))})
     return rows
 
 

@@ -76,3 +76,32 @@ def test_concurrency_scales_throughput_of_an_unsaturated_server(paced_server, da
     s = bench(paced_server, data, "grpc", "paced", True, 4)
     assert s["request_throughput"] == pytest.approx(4 * 1000 / E2E_MS, rel=0.15)
     assert FIRST_MS - 1 <= s["ttft_ms"]["p50"] <= FIRST_MS + 20
+
+
+def bench_rate(spec, data, rate, **options):
+    config = BenchmarkConfig(
+        endpoint=Endpoint(url=f"127.0.0.1:{spec.grpc_port}", model="paced"), protocol="grpc", input_data=data,
+        request_rate=[rate], arrival="constant", num_requests=12, warmup_requests=1, **options,
+    )  # fmt: skip
+    (report,) = run(config)
+    return report.summary
+
+
+def test_open_loop_keeps_its_schedule_when_the_server_keeps_up(paced_server, data):
+    s = bench_rate(paced_server, data, 10.0)
+    assert s["succeeded"] == 12
+    assert s["schedule_lag_ms"]["p99"] < 5
+    assert s["ttft_from_schedule_ms"]["p50"] == pytest.approx(s["ttft_ms"]["p50"], abs=5)
+    # 12 requests sent 100 ms apart: window = 11 gaps + one E2E
+    assert s["window_s"] == pytest.approx(1.1 + E2E_MS / 1000, abs=0.08)
+    assert "warnings" not in s
+
+
+def test_open_loop_counts_queueing_behind_a_cap_instead_of_hiding_it(paced_server, data):
+    # one request in flight at a time, but one due every 100 ms while each takes 280 ms
+    s = bench_rate(paced_server, data, 10.0, max_concurrency=1, slo={"e2e": 0.5})
+    assert s["e2e_ms"]["p50"] == pytest.approx(E2E_MS, abs=20)  # what the server did
+    assert s["e2e_from_schedule_ms"]["max"] > 5 * E2E_MS  # what a user arriving on schedule saw
+    assert any("fell behind the schedule" in w for w in s["warnings"])
+    # only the first requests meet a 500 ms e2e SLO measured from the schedule
+    assert 0 < s["good_fraction"] < 0.5

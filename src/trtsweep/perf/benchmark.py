@@ -29,7 +29,13 @@ class BenchmarkConfig:
     endpoint: Endpoint
     protocol: str
     input_data: Path
-    concurrency: list[int]
+    concurrency: list[int] = field(default_factory=list)
+    request_rate: list[float] = field(default_factory=list)
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    duration_s: float | None = None
+    slo: dict[str, float] = field(default_factory=dict)
     tokenizer_path: str | None = None
     num_requests: int | None = None
     warmup_requests: int = 1
@@ -38,6 +44,21 @@ class BenchmarkConfig:
     seed: int = 0
     export_file: Path | None = None
     scorer: str | None = None
+
+    def levels(self, per_level: int) -> list[Level]:
+        """The load levels in order: every concurrency, then every request rate."""
+        if bool(self.concurrency) == bool(self.request_rate):
+            raise TrtsweepError("give either --concurrency or --request-rate levels (one of them)")
+        if any(c < 1 for c in self.concurrency):
+            raise TrtsweepError(f"--concurrency must be positive integers, got {self.concurrency}")
+        common = {"num_requests": per_level, "warmup_requests": self.warmup_requests, "duration_s": self.duration_s}
+        if self.concurrency:
+            return [Level(concurrency=c, **common) for c in self.concurrency]
+        return [
+            Level(request_rate=r, arrival=self.arrival, burstiness=self.burstiness,
+                  max_concurrency=self.max_concurrency, **common)
+            for r in self.request_rate
+        ]  # fmt: skip
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -99,14 +120,13 @@ def prepare(records: list[Record], config: BenchmarkConfig, tokenizer: Tokenizer
 
 def run(config: BenchmarkConfig, on_level: Callable[[LevelReport], None] | None = None) -> list[LevelReport]:
     """Run every concurrency level; exports are rewritten (atomically) after each level and on interrupt."""
-    if not config.concurrency or any(c < 1 for c in config.concurrency):
-        raise TrtsweepError(f"--concurrency must be positive integers, got {config.concurrency}")
+    config.levels(1)  # load options are checked before any file is read
     records = load_jsonl(config.input_data)
     tokenizer = Tokenizer(config.tokenizer_path) if config.tokenizer_path else None
     requests = prepare(records, config, tokenizer)
     count: TokenCount | None = tokenizer.count if tokenizer else None
     scorer = load_scorer(config.scorer) if config.scorer else None
-    per_level = config.num_requests or len(requests)
+    levels = config.levels(config.num_requests or len(requests))
     reports: list[LevelReport] = []
     started = time.time()
 
@@ -115,7 +135,7 @@ def run(config: BenchmarkConfig, on_level: Callable[[LevelReport], None] | None 
             request_metrics(r, requests[r.record_index].prompt, records[r.record_index].reference, count, scorer)
             for r in report.results
         ]
-        report.summary = level_summary(report.results, report.metrics)
+        report.summary = level_summary(report.results, report.metrics, config.slo)
         if config.export_file:
             export.write_all(config.export_file, config, reports, records, requests, started)
 
@@ -123,8 +143,8 @@ def run(config: BenchmarkConfig, on_level: Callable[[LevelReport], None] | None 
         protocol = make_protocol(config.protocol, config.endpoint)
         await protocol.start()
         try:
-            for concurrency in config.concurrency:
-                report = LevelReport(Level(concurrency, per_level, config.warmup_requests))
+            for level in levels:
+                report = LevelReport(level)
                 reports.append(report)
                 await run_level(protocol, requests, report.level, config.seed, report.results.append)
                 finish(report)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,31 @@ def int_list(text: str) -> list[int]:
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
+
+
+def float_list(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from exc
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive numbers, got {text!r}")
+    return values
+
+
+UNITS = {"ms": 1e-3, "s": 1.0, "us": 1e-6}
+
+
+def slo_spec(text: str) -> dict[str, float]:
+    """ "ttft=500ms,tpot=50ms,e2e=2s" -> seconds per metric."""
+    out = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        name, _, value = item.partition("=")
+        match = re.fullmatch(r"([0-9.]+)\s*(ms|s|us)?", value.strip())
+        if name not in ("ttft", "tpot", "e2e") or not match:
+            raise argparse.ArgumentTypeError(f"expected ttft|tpot|e2e=<number>[ms|s|us], got {item!r}")
+        out[name] = float(match.group(1)) * UNITS[match.group(2) or "ms"]
+    return out
 
 
 def _value(text: str) -> Any:
@@ -50,7 +76,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-u", "--url", default="localhost:8001", help="server address, e.g. localhost:8001 (gRPC)")
     p.add_argument("-i", "--protocol", default="grpc", help="grpc or http (Triton)")
     p.add_argument("-m", "--model", required=True, help="Triton model name, e.g. ensemble")
-    p.add_argument("--concurrency", type=int_list, default=[1], help="client concurrency levels, e.g. 1,4,8")
+    load = p.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=int_list, help="closed-loop concurrency levels, e.g. 1,4,8 (default 1)")
+    load.add_argument("--request-rate", type=float_list, help="open-loop request rates per second, e.g. 2,4,8")
+    p.add_argument(
+        "--arrival",
+        choices=["poisson", "constant", "gamma"],
+        default="poisson",
+        help="open loop: arrival process (gamma shape = --burstiness)",
+    )
+    p.add_argument("--burstiness", type=float, default=1.0, help="open loop, gamma arrivals: <1 burstier, >1 smoother")
+    p.add_argument("--max-concurrency", type=int, help="open loop: cap on requests in flight")
+    p.add_argument("--duration", type=float, help="seconds per level instead of --num-requests")
+    p.add_argument("--slo", type=slo_spec, default={}, help="goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=2s")
     p.add_argument("--input-data", type=Path, required=True, help="jsonl prompts ({'input': ..., 'output': ...})")
     p.add_argument("--tokenizer-path", help="HF tokenizer (directory or repo id) for token counts")
     p.add_argument("--profile-export-file", type=Path, help="JSON export of every request (+ .csv, .summary.json)")
@@ -80,7 +118,13 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
         endpoint=endpoint,
         protocol=args.protocol,
         input_data=args.input_data,
-        concurrency=args.concurrency,
+        concurrency=args.concurrency or ([] if args.request_rate else [1]),
+        request_rate=args.request_rate or [],
+        arrival=args.arrival,
+        burstiness=args.burstiness,
+        max_concurrency=args.max_concurrency,
+        duration_s=args.duration,
+        slo=args.slo,
         tokenizer_path=args.tokenizer_path,
         num_requests=args.num_requests,
         warmup_requests=args.warmup_requests,
@@ -97,13 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
 
     def show(report: LevelReport) -> None:
-        rows.append(export.headline(report.level.concurrency, report.summary))
-        print(
-            f"concurrency {report.level.concurrency}: {report.summary.get('succeeded', 0)}/"
-            f"{report.summary.get('requests', 0)} ok",
-            file=sys.stderr,
-            flush=True,
-        )
+        rows.append(export.headline(export.level_info(report.level), report.summary))
+        summary = report.summary
+        print(f"{report.level.label}: {summary.get('succeeded', 0)}/{summary.get('requests', 0)} ok", file=sys.stderr)
+        for warning in summary.get("warnings", []):
+            print(f"llm-perf: warning: {report.level.label}: {warning}", file=sys.stderr)
 
     try:
         run(config_from_args(args), on_level=show)

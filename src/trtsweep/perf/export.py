@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from trtsweep.perf.benchmark import BenchmarkConfig, LevelReport
     from trtsweep.perf.dataset import Record
     from trtsweep.perf.protocols.base import PreparedRequest
+    from trtsweep.perf.runner import Level
 
 CSV_COLUMNS = (
     ("concurrency", None),
@@ -43,12 +44,22 @@ CSV_COLUMNS = (
 )
 
 
-def headline(concurrency: int, summary: dict[str, Any]) -> dict[str, Any]:
-    """The flat row of CSV_COLUMNS for one level."""
+def level_info(level: Level) -> dict[str, Any]:
+    """How a level is identified in exports."""
+    return {
+        "concurrency": level.concurrency, "request_rate": level.request_rate, "num_requests": level.num_requests,
+        "warmup_requests": level.warmup_requests, "duration_s": level.duration_s,
+        **({"arrival": level.arrival, "burstiness": level.burstiness, "max_concurrency": level.max_concurrency}
+           if level.request_rate else {}),
+    }  # fmt: skip
+
+
+def headline(level: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """The flat row of CSV_COLUMNS for one level (`level` as written by level_info)."""
     row: dict[str, Any] = {}
     for column, path in CSV_COLUMNS:
-        if column == "concurrency":
-            row[column] = concurrency
+        if column in ("concurrency", "request_rate"):
+            row[column] = level.get(column)
         elif path is None:
             row[column] = summary.get(column)
         else:
@@ -128,7 +139,7 @@ def write_all(
     writer = csv.DictWriter(buffer, fieldnames=[c for c, _ in CSV_COLUMNS])
     writer.writeheader()
     for level in levels:
-        writer.writerow(headline(level["concurrency"], level["summary"]))
+        writer.writerow(headline(level, level["summary"]))
     atomic_write_text(out["csv"], buffer.getvalue())
 
 
@@ -161,8 +172,10 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     body = []
     for row in rows:
         cells = []
-        for _name, key, digits in TABLE:
-            if key is None:
+        for name, key, digits in TABLE:
+            if name == "load":
+                cells.append(f"c={row['concurrency']}" if row.get("concurrency") else f"{row.get('request_rate'):g}/s")
+            elif key is None:
                 cells.append(f"{row.get('succeeded', 0)}/{row.get('requests', 0)}")
             else:
                 cells.append(_fmt(row.get(key), digits))

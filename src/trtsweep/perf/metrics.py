@@ -11,10 +11,15 @@ Per request (successful, not warm-up):
             model's tokenizer (no special tokens added), i.e. what the ensemble's preprocessing counts.
             Without a tokenizer, output tokens are the number of streamed text chunks (input tokens unknown).
 
+Open loop (request-rate levels) adds, per request, the same latencies measured from the *scheduled* send
+time (``ttft_from_schedule``, ``e2e_from_schedule``) and the ``schedule_lag`` (actual - scheduled send).
+
 Per level, over the benchmark window = first measured request sent -> last measured response received:
 * ``request_throughput`` successful requests / window;
 * ``output_token_throughput`` and ``input_token_throughput``, each a sum over successful requests / window.
 * ``accuracy``: the mean of every score in `trtsweep.perf.accuracy.score` over requests with a reference.
+* ``goodput``: requests that succeeded and met every SLO (``--slo ttft=500ms,tpot=50ms,e2e=2s``; open-loop
+  levels judge latencies from the schedule) / window; ``good_fraction`` = those / all measured requests.
 """
 
 from __future__ import annotations
@@ -44,6 +49,17 @@ class RequestMetrics:
     input_tokens: int | None
     output_tokens: int | None
     scores: dict[str, float] | None
+    ttft_sched: float | None = None
+    e2e_sched: float | None = None
+    lag: float | None = None
+
+    def latency(self, name: str) -> float | None:
+        """ttft / tpot / e2e for SLO checks: from the schedule when the request had one."""
+        if name == "ttft":
+            return self.ttft_sched if self.ttft_sched is not None else self.ttft
+        if name == "e2e":
+            return self.e2e_sched if self.e2e_sched is not None else self.e2e
+        return self.tpot
 
 
 def request_metrics(
@@ -65,7 +81,12 @@ def request_metrics(
     if ttft is not None and out_tokens is not None and out_tokens > 1:
         tpot = (e2e - ttft) / (out_tokens - 1)
     scores = score(text, reference, scorer) if reference is not None else None
-    return RequestMetrics(ttft, e2e, tpot, icl, in_tokens, out_tokens, scores)
+    out = RequestMetrics(ttft, e2e, tpot, icl, in_tokens, out_tokens, scores)
+    if result.scheduled_ns:
+        out.ttft_sched = (stamps[0] - result.scheduled_ns) * NS if stamps else None
+        out.e2e_sched = (result.end_ns - result.scheduled_ns) * NS
+        out.lag = (result.sent_ns - result.scheduled_ns) * NS
+    return out
 
 
 def _summary(values: Sequence[float], scale: float = 1000.0) -> dict[str, Any] | None:
@@ -73,7 +94,13 @@ def _summary(values: Sequence[float], scale: float = 1000.0) -> dict[str, Any] |
     return summary.as_dict(scale=scale) if summary is not None else None
 
 
-def level_summary(results: Sequence[RequestResult], metrics: Sequence[RequestMetrics]) -> dict[str, Any]:
+SLO_KEYS = ("ttft", "tpot", "e2e")
+LAG_WARNING_S = 0.010
+
+
+def level_summary(
+    results: Sequence[RequestResult], metrics: Sequence[RequestMetrics], slo: dict[str, float] | None = None
+) -> dict[str, Any]:
     """Summary of one level's measured (non-warm-up) requests; latencies in milliseconds."""
     pairs = [(r, m) for r, m in zip(results, metrics, strict=True) if not r.warmup]
     good = [(r, m) for r, m in pairs if r.ok]
@@ -86,7 +113,7 @@ def level_summary(results: Sequence[RequestResult], metrics: Sequence[RequestMet
     }
     if not good:
         return out
-    window = (max(r.end_ns for r, _ in good) - min(r.sent_ns for r, _ in pairs)) * NS
+    window = (max(r.end_ns for r, _ in good) - min(r.sent_ns for r, _ in pairs if r.sent_ns)) * NS
     out["window_s"] = window
     out["request_throughput"] = len(good) / window if window > 0 else None
     in_tokens = [m.input_tokens for _, m in good if m.input_tokens is not None]
@@ -101,6 +128,22 @@ def level_summary(results: Sequence[RequestResult], metrics: Sequence[RequestMet
     out["tpot_ms"] = _summary([m.tpot for _, m in good if m.tpot is not None])
     out["icl_ms"] = _summary([gap for _, m in good for gap in m.icl])
     out["output_tokens"] = _summary([float(n) for n in out_tokens], scale=1.0)
+    lags = [m.lag for _, m in good if m.lag is not None]
+    if lags:
+        out["ttft_from_schedule_ms"] = _summary([m.ttft_sched for _, m in good if m.ttft_sched is not None])
+        out["e2e_from_schedule_ms"] = _summary([m.e2e_sched for _, m in good if m.e2e_sched is not None])
+        out["schedule_lag_ms"] = _summary(lags)
+        worst = max(lags)
+        if worst > LAG_WARNING_S:
+            out.setdefault("warnings", []).append(
+                f"sending fell behind the schedule by up to {worst * 1e3:.1f} ms (client or --max-concurrency "
+                "saturated); use the *_from_schedule latencies"
+            )
+    if slo:
+        ok = [m for _, m in good if all((v := m.latency(k)) is not None and v <= limit for k, limit in slo.items())]
+        out["slo"] = {k: v * 1e3 for k, v in slo.items()}
+        out["goodput"] = len(ok) / window if window > 0 else None
+        out["good_fraction"] = len(ok) / len(pairs)
     scored = [m.scores for _, m in good if m.scores is not None]
     if scored:
         out["accuracy"] = mean_scores(scored)

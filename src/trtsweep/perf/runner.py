@@ -1,34 +1,84 @@
-"""Load generation: closed-loop concurrency levels, a warm-up phase excluded from the numbers.
+"""Load generation: closed-loop concurrency or open-loop request rate, warm-up excluded from the numbers.
 
-`run_level()` keeps exactly `concurrency` requests in flight until `num_requests` have been sent. The
-request order is the data set shuffled once with `seed` and cycled, so runs are reproducible. Every
-finished request is appended to `sink` at once, so an interrupted run keeps what it measured.
+Closed loop (`Level.concurrency`): exactly `concurrency` requests are in flight until `num_requests` have
+been sent, or until `duration_s` has passed since the first measured request.
+
+Open loop (`Level.request_rate`): requests are sent on a schedule fixed in advance (Poisson, constant or
+gamma arrivals; gamma shape = `burstiness`, 1 = Poisson), at absolute times from the phase start, with an
+optional `max_concurrency` cap. Each result keeps its *scheduled* send time as well as the actual one, so
+latency is also measured from the schedule (a generator or a cap that falls behind cannot hide queueing:
+no coordinated omission), and the schedule lag is reported.
+
+The request order is the data set shuffled once with `seed` and cycled, so runs are reproducible. Every
+finished request is handed to `sink` at once, so an interrupted run keeps what it measured.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import aiohttp
 from tritonclient.utils import InferenceServerException
 
+from trtsweep.errors import TrtsweepError
 from trtsweep.perf.protocols.base import PreparedRequest, Protocol, RequestResult
+
+ARRIVALS = ("poisson", "constant", "gamma")
 
 
 @dataclass(frozen=True)
 class Level:
-    concurrency: int
+    """One load level: closed loop (concurrency) or open loop (request_rate)."""
+
     num_requests: int
+    concurrency: int | None = None
+    request_rate: float | None = None
     warmup_requests: int = 0
+    duration_s: float | None = None
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.concurrency is None) == (self.request_rate is None):
+            raise TrtsweepError("a load level needs exactly one of concurrency or request rate")
+        if self.request_rate is not None and self.request_rate <= 0:
+            raise TrtsweepError(f"--request-rate must be > 0, got {self.request_rate}")
+        if self.arrival not in ARRIVALS:
+            raise TrtsweepError(f"--arrival must be one of {ARRIVALS}, got {self.arrival!r}")
+        if self.burstiness <= 0:
+            raise TrtsweepError(f"--burstiness must be > 0, got {self.burstiness}")
+
+    @property
+    def label(self) -> str:
+        return f"concurrency {self.concurrency}" if self.concurrency else f"rate {self.request_rate:g}/s"
 
 
 def request_order(count: int, seed: int) -> list[int]:
     order = list(range(count))
     random.Random(seed).shuffle(order)
     return order
+
+
+def arrival_offsets(level: Level, count: int, seed: int) -> list[float]:
+    """Seconds from the phase start at which each of `count` requests is due."""
+    assert level.request_rate is not None
+    rng = random.Random(seed)
+    mean = 1.0 / level.request_rate
+    offsets, t = [], 0.0
+    for _ in range(count):
+        offsets.append(t)
+        if level.arrival == "constant":
+            t += mean
+        else:
+            shape = 1.0 if level.arrival == "poisson" else level.burstiness
+            t += rng.gammavariate(shape, mean / shape)
+    return offsets
 
 
 def classify(exc: BaseException) -> str:
@@ -45,48 +95,85 @@ def classify(exc: BaseException) -> str:
     return "client_error"
 
 
-async def _phase(
-    protocol: Protocol,
-    requests: Sequence[PreparedRequest],
-    order: list[int],
-    start: int,
-    count: int,
-    concurrency: int,
-    warmup: bool,
-    sink: Callable[[RequestResult], None],
-) -> int:
-    next_seq = start
-    end = start + count
+class _Phase:
+    """Sends one phase's requests (warm-up or measured) and reports each result to the sink."""
 
-    async def worker() -> None:
-        nonlocal next_seq
-        while next_seq < end:
-            seq = next_seq
-            next_seq += 1
-            request = requests[order[seq % len(order)]]
-            result = RequestResult(seq=seq, record_index=request.record_index, warmup=warmup)
-            try:
-                await protocol.send(request, result)
-            except asyncio.CancelledError:
-                result.error, result.error_class = "cancelled", "cancelled"
-                sink(result)
-                raise
-            except Exception as exc:
-                result.error = str(exc) or type(exc).__name__
-                result.error_class = classify(exc)
-            sink(result)
+    def __init__(self, protocol: Protocol, requests: Sequence[PreparedRequest], order: list[int],
+                 sink: Callable[[RequestResult], None], warmup: bool) -> None:  # fmt: skip
+        self.protocol, self.requests, self.order, self.sink, self.warmup = protocol, requests, order, sink, warmup
 
-    await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
-    return end
+    async def one(self, seq: int, scheduled_ns: int = 0) -> None:
+        request = self.requests[self.order[seq % len(self.order)]]
+        result = RequestResult(
+            seq=seq, record_index=request.record_index, warmup=self.warmup, scheduled_ns=scheduled_ns
+        )
+        try:
+            await self.protocol.send(request, result)
+        except asyncio.CancelledError:
+            result.error, result.error_class = "cancelled", "cancelled"
+            self.sink(result)
+            raise
+        except Exception as exc:
+            result.error = str(exc) or type(exc).__name__
+            result.error_class = classify(exc)
+        self.sink(result)
+
+    async def closed(self, start: int, count: int, concurrency: int, deadline: float | None) -> int:
+        next_seq, end = start, start + count
+
+        async def worker() -> None:
+            nonlocal next_seq
+            while next_seq < end and (deadline is None or time.monotonic() < deadline):
+                seq = next_seq
+                next_seq += 1
+                await self.one(seq)
+
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
+        return next_seq
+
+    async def opened(self, start: int, offsets: list[float], cap: int | None) -> int:
+        gate = asyncio.Semaphore(cap) if cap else None
+        t0 = time.perf_counter_ns()
+        tasks = []
+
+        async def gated(seq: int, scheduled: int) -> None:
+            if gate is None:
+                await self.one(seq, scheduled)
+                return
+            async with gate:
+                await self.one(seq, scheduled)
+
+        for i, offset in enumerate(offsets):
+            due = t0 + int(offset * 1e9)
+            delay = (due - time.perf_counter_ns()) / 1e9
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.ensure_future(gated(start + i, due)))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*tasks, return_exceptions=True)
+        return start + len(offsets)
 
 
 async def run_level(
-    protocol: Protocol,
-    requests: Sequence[PreparedRequest],
-    level: Level,
-    seed: int,
+    protocol: Protocol, requests: Sequence[PreparedRequest], level: Level, seed: int,
     sink: Callable[[RequestResult], None],
-) -> None:
+) -> None:  # fmt: skip
     order = request_order(len(requests), seed)
-    seq = await _phase(protocol, requests, order, 0, level.warmup_requests, level.concurrency, True, sink)
-    await _phase(protocol, requests, order, seq, level.num_requests, level.concurrency, False, sink)
+    warm = _Phase(protocol, requests, order, sink, warmup=True)
+    measured = _Phase(protocol, requests, order, sink, warmup=False)
+    # warm-up always runs closed loop at the level's width, and finishes before measuring starts
+    width = level.concurrency or level.max_concurrency or 1
+    seq = await warm.closed(0, level.warmup_requests, width, None)
+    if level.concurrency is not None:
+        deadline = time.monotonic() + level.duration_s if level.duration_s else None
+        count = level.num_requests if not level.duration_s else 10**9
+        await measured.closed(seq, count, level.concurrency, deadline)
+        return
+    assert level.request_rate is not None
+    count = level.num_requests if not level.duration_s else max(1, round(level.request_rate * level.duration_s))
+    await measured.opened(seq, arrival_offsets(level, count, seed), level.max_concurrency)

@@ -45,6 +45,7 @@ class RequestResult:
     seq: int
     record_index: int
     warmup: bool
+    scheduled_ns: int = 0  # open loop: when the schedule wanted it sent (0 in closed loop)
     sent_ns: int = 0
     chunk_ns: list[int] = field(default_factory=list)
     chunk_text: list[str] = field(default_factory=list)
