@@ -98,12 +98,16 @@ class Tokenizer:
 def prepare(records: list[Record], config: BenchmarkConfig, tokenizer: Tokenizer | None) -> list[PreparedRequest]:
     requests = []
     for record in records:
-        if config.chat_template:
+        chat_endpoint = config.protocol == "openai" and config.endpoint.openai_endpoint == "chat"
+        if config.chat_template or (chat_endpoint and tokenizer is not None):
+            # OpenAI chat endpoints template server-side; the local rendering only counts input tokens
             if tokenizer is None:
                 raise TrtsweepError("--chat-template needs --tokenizer-path")
             prompt = tokenizer.chat(record.as_messages())
         elif record.input is not None:
             prompt = record.input
+        elif chat_endpoint:  # messages go as they are; no tokenizer, so no input token count either
+            prompt = "\n".join(m["content"] for m in record.as_messages())
         else:
             raise TrtsweepError(f"record {record.index + 1} has only 'messages': use --chat-template")
         if config.max_tokens is not None:

@@ -74,7 +74,13 @@ def extra_inputs(text: str) -> dict[str, Any]:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="llm-perf", description=__doc__)
     p.add_argument("-u", "--url", default="localhost:8001", help="server address, e.g. localhost:8001 (gRPC)")
-    p.add_argument("-i", "--protocol", default="grpc", help="grpc or http (Triton)")
+    p.add_argument("-i", "--protocol", default="grpc", help="grpc or http (Triton), or openai")
+    p.add_argument(
+        "--endpoint",
+        choices=["chat", "completions"],
+        default="chat",
+        help="openai: /v1/chat/completions (messages) or /v1/completions (prompt)",
+    )
     p.add_argument("-m", "--model", required=True, help="Triton model name, e.g. ensemble")
     load = p.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=int_list, help="closed-loop concurrency levels, e.g. 1,4,8 (default 1)")
@@ -113,6 +119,7 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
         connect_timeout_s=args.connect_timeout,
         request_timeout_s=args.request_timeout,
         extra_inputs=args.extra_inputs,
+        openai_endpoint=args.endpoint,
     )
     return BenchmarkConfig(
         endpoint=endpoint,

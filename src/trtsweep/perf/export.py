@@ -152,7 +152,7 @@ def _fmt(value: Any, digits: int = 1) -> str:
 
 
 TABLE = (
-    ("conc", "concurrency", 0),
+    ("load", None, 0),
     ("ok/req", None, 0),
     ("TTFT p50", "ttft_p50_ms", 1),
     ("TTFT p99", "ttft_p99_ms", 1),

@@ -7,8 +7,10 @@ Per request (successful, not warm-up):
             (what vLLM and SGLang call "ITL").
 * ``tpot``  time per output token: (e2e - ttft) / (output_tokens - 1), one value per request with at least
             two output tokens (what AIPerf, GenAI-Perf and trtllm-bench call "ITL").
-* ``output_tokens`` / ``input_tokens``: the generated text and the prompt as sent, re-tokenized with the
-            model's tokenizer (no special tokens added), i.e. what the ensemble's preprocessing counts.
+* ``output_tokens`` / ``input_tokens``: exact counts when the server reports them (OpenAI ``usage``), else
+            the generated text and the prompt as sent, re-tokenized with the model's tokenizer (no special
+            tokens added), i.e. what the ensemble's preprocessing counts. With server counts the level
+            reports ``token_count_mismatch_rate``: the share of requests whose re-tokenized output differs.
             Without a tokenizer, output tokens are the number of streamed text chunks (input tokens unknown).
 
 Open loop (request-rate levels) adds, per request, the same latencies measured from the *scheduled* send
@@ -52,6 +54,7 @@ class RequestMetrics:
     ttft_sched: float | None = None
     e2e_sched: float | None = None
     lag: float | None = None
+    retokenized_output_tokens: int | None = None  # set when the server also reported a count
 
     def latency(self, name: str) -> float | None:
         """ttft / tpot / e2e for SLO checks: from the schedule when the request had one."""
@@ -72,16 +75,23 @@ def request_metrics(
     ttft = (stamps[0] - result.sent_ns) * NS if stamps else None
     e2e = (result.end_ns - result.sent_ns) * NS
     icl = [(b - a) * NS for a, b in itertools.pairwise(stamps)]
-    if count is not None:
-        out_tokens: int | None = count(text)
+    retokenized = count(text) if count is not None else None
+    if result.server_output_tokens is not None:
+        out_tokens: int | None = result.server_output_tokens
+    elif retokenized is not None:
+        out_tokens = retokenized
     else:  # no tokenizer: a streamed chunk counts as one token (what a TRT-LLM/Triton stream sends)
         out_tokens = len(stamps) if len(stamps) > 1 else None
-    in_tokens = count(prompt) if count else None
+    in_tokens = (
+        result.server_input_tokens if result.server_input_tokens is not None else (count(prompt) if count else None)
+    )
     tpot = None
     if ttft is not None and out_tokens is not None and out_tokens > 1:
         tpot = (e2e - ttft) / (out_tokens - 1)
     scores = score(text, reference, scorer) if reference is not None else None
     out = RequestMetrics(ttft, e2e, tpot, icl, in_tokens, out_tokens, scores)
+    if result.server_output_tokens is not None and retokenized is not None:
+        out.retokenized_output_tokens = retokenized
     if result.scheduled_ns:
         out.ttft_sched = (stamps[0] - result.scheduled_ns) * NS if stamps else None
         out.e2e_sched = (result.end_ns - result.scheduled_ns) * NS
@@ -128,6 +138,12 @@ def level_summary(
     out["tpot_ms"] = _summary([m.tpot for _, m in good if m.tpot is not None])
     out["icl_ms"] = _summary([gap for _, m in good for gap in m.icl])
     out["output_tokens"] = _summary([float(n) for n in out_tokens], scale=1.0)
+    checked = [m for _, m in good if m.retokenized_output_tokens is not None]
+    if checked:
+        out["token_count_source"] = "server"
+        out["token_count_mismatch_rate"] = sum(m.retokenized_output_tokens != m.output_tokens for m in checked) / len(
+            checked
+        )
     lags = [m.lag for _, m in good if m.lag is not None]
     if lags:
         out["ttft_from_schedule_ms"] = _summary([m.ttft_sched for _, m in good if m.ttft_sched is not None])

@@ -16,7 +16,11 @@ def make_protocol(name: str, endpoint: Endpoint) -> Protocol:
         from trtsweep.perf.protocols.triton_http import TritonHttp
 
         return TritonHttp(endpoint)
-    raise TrtsweepError(f"unknown protocol {name!r}; expected one of: grpc, http")
+    if name == "openai":
+        from trtsweep.perf.protocols.openai import OpenAI
+
+        return OpenAI(endpoint)
+    raise TrtsweepError(f"unknown protocol {name!r}; expected one of: grpc, http, openai")
 
 
 __all__ = ["Endpoint", "Protocol", "make_protocol"]

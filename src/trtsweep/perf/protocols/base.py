@@ -26,6 +26,7 @@ class Endpoint:
     max_tokens_name: str = "max_tokens"
     text_output_name: str = "text_output"
     extra_inputs: dict[str, Any] = field(default_factory=dict)
+    openai_endpoint: str = "chat"  # openai protocol: chat (/v1/chat/completions) or completions
 
 
 @dataclass
@@ -52,6 +53,8 @@ class RequestResult:
     end_ns: int = 0
     error: str | None = None
     error_class: str | None = None
+    server_input_tokens: int | None = None  # exact counts when the server reports them (OpenAI usage)
+    server_output_tokens: int | None = None
 
     @property
     def text(self) -> str:

@@ -1,0 +1,100 @@
+"""llm-perf's openai protocol against a real OpenAI-compatible server (`transformers serve`, CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_ports
+from trtsweep.perf.benchmark import BenchmarkConfig, Tokenizer, run
+from trtsweep.perf.protocols import Endpoint
+
+
+@pytest.fixture(scope="module")
+def openai_server(demo_model, tmp_path_factory) -> Iterator[str]:
+    (port,) = free_ports(1)
+    log = tmp_path_factory.mktemp("openai") / "serve.log"
+    cmd = [str(Path(sys.executable).parent / "transformers"), "serve", str(demo_model.hf_dir),
+           "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"transformers serve did not start: {log.read_text()[-2000:]}")
+                time.sleep(0.5)
+        yield f"127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "p.jsonl"
+    rows = [
+        {"input": "What is the capital of France?", "output": "The capital of France is Paris."},
+        {"messages": [{"role": "user", "content": "What is the capital of France?"}], "output": "Paris"},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize(("endpoint", "streaming"), [("chat", True), ("chat", False), ("completions", True)])
+def test_openai_protocol(openai_server, demo_model, data, endpoint, streaming, tmp_path):
+    config = BenchmarkConfig(
+        endpoint=Endpoint(url=openai_server, model=str(demo_model.hf_dir), streaming=streaming,
+                          openai_endpoint=endpoint, extra_inputs={"temperature": 0.0}),
+        protocol="openai", input_data=data, concurrency=[1], num_requests=2, warmup_requests=0,
+        tokenizer_path=str(demo_model.hf_dir), max_tokens=16, export_file=tmp_path / "out.json",
+        chat_template=endpoint == "completions",
+    )  # fmt: skip
+    (report,) = run(config)
+    s = report.summary
+    assert s["succeeded"] == 2, s
+    assert s["ttft_ms"]["p50"] > 0 and s["output_token_throughput"] > 0
+    if endpoint == "chat":
+        assert all("Paris" in r.text for r in report.results)
+    if streaming:
+        # the server's usage counts are used and cross-checked against our re-tokenization (transformers
+        # serve counts the end-of-turn token as a completion token, so a finished answer differs by one)
+        assert s["token_count_source"] == "server"
+        tokenizer = Tokenizer(str(demo_model.hf_dir))
+        differ = []
+        for result, m in zip(report.results, report.metrics, strict=True):
+            assert m.output_tokens == result.server_output_tokens
+            assert m.retokenized_output_tokens == tokenizer.count(result.text)
+            assert 0 <= result.server_output_tokens - m.retokenized_output_tokens <= 1
+            differ.append(result.server_output_tokens != m.retokenized_output_tokens)
+            assert len(result.chunk_ns) > 1
+        assert s["token_count_mismatch_rate"] == sum(differ) / len(differ)
+
+
+def test_unreachable_server_is_a_one_line_error(data):
+    from trtsweep.errors import TrtsweepError
+
+    (port,) = free_ports(1)
+    config = BenchmarkConfig(endpoint=Endpoint(url=f"127.0.0.1:{port}", model="m", connect_timeout_s=2),
+                             protocol="openai", input_data=data, concurrency=[1])  # fmt: skip
+    started = time.monotonic()
+    with pytest.raises(TrtsweepError, match=f"cannot reach OpenAI-compatible server at http://127.0.0.1:{port}"):
+        run(config)
+    assert time.monotonic() - started < 5
