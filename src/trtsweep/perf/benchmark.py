@@ -20,6 +20,7 @@ from trtsweep.perf.metrics import TokenCount, level_summary, request_metrics
 from trtsweep.perf.protocols import Endpoint, make_protocol
 from trtsweep.perf.protocols.base import PreparedRequest, RequestResult
 from trtsweep.perf.runner import Level, run_level
+from trtsweep.perf.stats import summarize
 
 DEFAULT_MAX_TOKENS = 128
 
@@ -65,6 +66,43 @@ class BenchmarkConfig:
         out["input_data"] = str(self.input_data)
         out["export_file"] = str(self.export_file) if self.export_file else None
         return out
+
+
+class ClientHealth:
+    """How busy the client itself was during a level: event-loop lag and CPU per request.
+
+    A 10 ms sleep is timed over and over while the level runs; its overshoot is the delay any response
+    waited before the client could timestamp it. A loop lag p99 near or above the latencies being measured
+    means the client, not the server, is what was measured.
+    """
+
+    PERIOD_S = 0.010
+
+    async def __aenter__(self) -> ClientHealth:
+        self.lags: list[float] = []
+        self.cpu0 = time.process_time()
+        self.task = asyncio.create_task(self._watch())
+        return self
+
+    async def _watch(self) -> None:
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(self.PERIOD_S)
+            self.lags.append(time.perf_counter() - t - self.PERIOD_S)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cpu = time.process_time() - self.cpu0
+        self.task.cancel()
+
+    def summary(self, requests: int) -> dict[str, Any]:
+        lag = summarize(self.lags)
+        return {
+            "loop_lag_ms": {k: v for k, v in lag.as_dict(1000.0).items() if k in ("p50", "p99", "max")}
+            if lag
+            else None,
+            "cpu_s": self.cpu,
+            "cpu_ms_per_request": 1000.0 * self.cpu / requests if requests else None,
+        }
 
 
 @dataclass
@@ -134,12 +172,14 @@ def run(config: BenchmarkConfig, on_level: Callable[[LevelReport], None] | None 
     reports: list[LevelReport] = []
     started = time.time()
 
-    def finish(report: LevelReport) -> None:
+    def finish(report: LevelReport, client: dict[str, Any] | None = None) -> None:
         report.metrics = [
             request_metrics(r, requests[r.record_index].prompt, records[r.record_index].reference, count, scorer)
             for r in report.results
         ]
         report.summary = level_summary(report.results, report.metrics, config.slo)
+        if client is not None:
+            report.summary["client"] = client
         if config.export_file:
             export.write_all(config.export_file, config, reports, records, requests, started)
 
@@ -150,8 +190,9 @@ def run(config: BenchmarkConfig, on_level: Callable[[LevelReport], None] | None 
             for level in levels:
                 report = LevelReport(level)
                 reports.append(report)
-                await run_level(protocol, requests, report.level, config.seed, report.results.append)
-                finish(report)
+                async with ClientHealth() as health:
+                    await run_level(protocol, requests, report.level, config.seed, report.results.append)
+                finish(report, health.summary(len(report.results)))
                 if on_level:
                     on_level(report)
         finally:

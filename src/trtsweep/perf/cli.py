@@ -72,7 +72,11 @@ def extra_inputs(text: str) -> dict[str, Any]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="llm-perf", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="llm-perf",
+        description=__doc__,
+        epilog="llm-perf selftest --help: how far this machine's client can be trusted",
+    )
     p.add_argument("-u", "--url", default="localhost:8001", help="server address, e.g. localhost:8001 (gRPC)")
     p.add_argument("-i", "--protocol", default="grpc", help="grpc or http (Triton), or openai")
     p.add_argument(
@@ -143,7 +147,25 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
     )
 
 
+def selftest(argv: list[str]) -> int:
+    from trtsweep.perf import selftest as st
+
+    p = argparse.ArgumentParser(prog="llm-perf selftest", description=st.__doc__)
+    p.add_argument("--concurrency", type=int_list, default=[1, 8, 64, 256], help="capacity levels")
+    p.add_argument("--duration", type=float, default=3.0, help="seconds per capacity level")
+    args = p.parse_args(argv)
+    try:
+        print(st.main(args.concurrency, args.duration))
+    except TrtsweepError as exc:
+        print(f"llm-perf: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["selftest"]:
+        return selftest(argv[1:])
     args = parser().parse_args(argv)
     rows: list[dict[str, Any]] = []
 

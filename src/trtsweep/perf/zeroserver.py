@@ -1,0 +1,88 @@
+"""A near-zero-cost streaming server for calibrating clients (llm-perf selftest, benchmarks/).
+
+It speaks both dialects llm-perf uses over HTTP, answering every request with `chunks` SSE events:
+* Triton generate extension: `POST /v2/models/<m>/generate_stream`, `GET /v2/models/<m>/ready|config`;
+* OpenAI: `POST /v1/chat/completions` and `/v1/completions` (with a final `usage` event), `GET /health`.
+Chunk times are exact when `first_ms`/`gap_ms` are set: each event is due at request arrival + first_ms
++ i * gap_ms (absolute deadlines on the event loop, so errors do not accumulate); 0/0 streams as fast as
+the socket takes it. Run it in its own process (`python -m trtsweep.perf.zeroserver`) so it does not share
+a core's event loop with the client under test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+
+from aiohttp import web
+
+
+def _sse(payload: dict) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+class ZeroServer:
+    def __init__(self, chunks: int, first_ms: float, gap_ms: float) -> None:
+        self.chunks, self.first, self.gap = chunks, first_ms / 1000.0, gap_ms / 1000.0
+
+    async def _stream(self, request: web.Request, event) -> web.StreamResponse:  # type: ignore[no-untyped-def]
+        start = time.perf_counter()
+        body = await request.json()
+        n = int(body.get("max_tokens") or self.chunks)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for i in range(n):
+            delay = start + self.first + self.gap * i - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await resp.write(event(i, n))
+        return resp
+
+    async def triton(self, request: web.Request) -> web.StreamResponse:
+        return await self._stream(request, lambda i, n: _sse({"model_name": "zero", "text_output": f"t{i} "}))
+
+    async def openai(self, request: web.Request) -> web.StreamResponse:
+        chat = request.path.endswith("/chat/completions")
+
+        def event(i: int, n: int) -> bytes:
+            choice = {"index": 0, "delta": {"content": f"t{i} "}} if chat else {"index": 0, "text": f"t{i} "}
+            out = _sse({"choices": [choice]})
+            if i == n - 1:
+                out += _sse({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": n}})
+                out += b"data: [DONE]\n\n"
+            return out
+
+        return await self._stream(request, event)
+
+    @staticmethod
+    async def ready(request: web.Request) -> web.Response:
+        return web.json_response(
+            {"input": [{"name": "text_input"}, {"name": "max_tokens"}]} if request.path.endswith("/config") else {}
+        )
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v2/models/{model}/generate_stream", self.triton)
+        app.router.add_get("/v2/models/{model}/ready", self.ready)
+        app.router.add_get("/v2/models/{model}/config", self.ready)
+        app.router.add_post("/v1/chat/completions", self.openai)
+        app.router.add_post("/v1/completions", self.openai)
+        app.router.add_get("/health", self.ready)
+        return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--chunks", type=int, default=20)
+    parser.add_argument("--first-ms", type=float, default=0.0)
+    parser.add_argument("--gap-ms", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    server = ZeroServer(args.chunks, args.first_ms, args.gap_ms)
+    web.run_app(server.app(), host="127.0.0.1", port=args.port, print=None, access_log=None)
+
+
+if __name__ == "__main__":
+    main()
