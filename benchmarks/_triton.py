@@ -1,0 +1,44 @@
+"""Shared by the benchmark scripts: a local Triton server with paced models, started and stopped by PID."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from trtsweep.perf.paced import write_paced_model
+from trtsweep.serve import server
+
+
+def free_ports(count: int) -> list[int]:
+    socks = [socket.socket() for _ in range(count)]
+    for sock in socks:
+        sock.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for sock in socks:
+        sock.close()
+    return ports
+
+
+@contextlib.contextmanager
+def paced_triton(first_ms: float, gap_ms: float) -> Iterator[server.ServerSpec]:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        write_paced_model(work / "repo", "paced", first_ms, gap_ms, decoupled=True)
+        http, grpc, metrics = free_ports(3)
+        spec = server.ServerSpec(model_repository=work / "repo", log_file=work / "triton.log", http_port=http,
+                                 grpc_port=grpc, metrics_port=metrics)  # fmt: skip
+        state = server.start(spec, work / "state.json")
+        try:
+            server.wait_ready(state, 120)
+            yield spec
+        finally:
+            server.stop(state)
+
+
+def prompts(path: Path, tokens: int, count: int = 64) -> Path:
+    path.write_text("".join(json.dumps({"input": f"q{i}", "max_tokens": tokens}) + "\n" for i in range(count)))
+    return path
