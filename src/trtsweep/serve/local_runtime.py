@@ -13,6 +13,7 @@ stub per Python version. To use it as a plain Triton server for any model reposi
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import sysconfig
@@ -35,13 +36,12 @@ class LocalRuntime:
 
     @classmethod
     def discover(cls) -> LocalRuntime:
-        try:
-            import pytriton
-        except ImportError as exc:
-            raise TrtsweepError(
-                "local Triton runtime needs the nvidia-pytriton package: pip install 'trtsweep[local]'"
-            ) from exc
-        root = Path(pytriton.__file__).resolve().parent
+        # find_spec locates the package without importing it (its __init__ pulls in pytriton's own
+        # Python dependencies, which the bare server does not need)
+        spec = importlib.util.find_spec("pytriton")
+        if spec is None or spec.origin is None:
+            raise TrtsweepError("local Triton runtime needs the nvidia-pytriton package: pip install 'trtsweep[local]'")
+        root = Path(spec.origin).resolve().parent
         server_dir = root / "tritonserver"
         version = f"{sys.version_info.major}.{sys.version_info.minor}"
         runtime = cls(
