@@ -14,14 +14,14 @@ description:
   - The token comes from C(token) (mark it no_log; Ansible Vault) or the HF_TOKEN environment variable and
     is never returned or logged.
 options:
-  repo_id: {type: str, required: true}
+  repo_id: {type: str, required: true, description: "Hugging Face repo id, owner/name."}
   revision: {type: str, description: "Branch, tag or commit; the resolved commit is returned."}
   cache_dir: {type: path, description: "Hub cache directory (default: huggingface_hub's)."}
   offline: {type: bool, default: false, description: "Never contact the hub (air-gapped hosts)."}
   endpoint: {type: str, description: "A hub mirror URL (HF_ENDPOINT)."}
-  allow_patterns: {type: list, elements: str}
-  ignore_patterns: {type: list, elements: str}
-  token: {type: str, no_log: true}
+  allow_patterns: {type: list, elements: str, description: "Only files matching these globs."}
+  ignore_patterns: {type: list, elements: str, description: "Skip files matching these globs."}
+  token: {type: str, no_log: true, description: "Hub token (Ansible Vault); else HF_TOKEN from the environment."}
 attributes:
   check_mode: {support: full}
 """

@@ -12,25 +12,28 @@ description:
   - Runs every concurrency level with the prompts of C(input_data) and writes the profile export
     (C(export_file)), a CSV and a C(.summary.json) next to it, atomically after each level.
   - Runs the C(llm-perf) command line in its own process (returned as C(cmd)).
-  - Measurements are results, not host state: the module reports C(changed=false).
+  - Measurements are results, not host state, so the module reports C(changed=false).
 options:
   url: {type: str, required: true, description: "Server address, e.g. 127.0.0.1:8001."}
-  protocol: {type: str, choices: [grpc, http], default: grpc}
-  model: {type: str, default: ensemble}
-  concurrency: {type: list, elements: int, default: [1]}
-  input_data: {type: path, required: true}
-  tokenizer_path: {type: str}
-  export_file: {type: path, required: true}
-  num_requests: {type: int}
-  warmup_requests: {type: int, default: 1}
-  max_tokens: {type: int}
-  streaming: {type: bool, default: true}
-  chat_template: {type: bool, default: false}
-  extra_inputs: {type: dict, default: {}}
+  protocol: {type: str, choices: [grpc, http], default: grpc, description: "Server protocol."}
+  model: {type: str, default: ensemble, description: "Triton model name or OpenAI model."}
+  concurrency: {type: list, elements: int, default: [1], description: "Closed-loop concurrency levels."}
+  input_data: {type: path, required: true, description: "Prompts jsonl on the host."}
+  tokenizer_path: {type: str, description: "HF tokenizer directory for token counts and the chat template."}
+  export_file:
+    type: path
+    required: true
+    description: Profile export path; .csv and .summary.json are written next to it.
+  num_requests: {type: int, description: "Measured requests per level (default one per record)."}
+  warmup_requests: {type: int, default: 1, description: "Warm-up requests per level."}
+  max_tokens: {type: int, description: "Fixed output budget (default the reference's token count)."}
+  streaming: {type: bool, default: true, description: "Stream responses."}
+  chat_template: {type: bool, default: false, description: "Wrap prompts with the tokenizer's chat template."}
+  extra_inputs: {type: dict, default: {}, description: "Extra request inputs, e.g. top_k: 1."}
   scorer: {type: str, description: "Extra accuracy scorer module:function."}
-  seed: {type: int, default: 0}
-  connect_timeout: {type: float, default: 10}
-  request_timeout: {type: float, default: 600}
+  seed: {type: int, default: 0, description: "Seed of the request order."}
+  connect_timeout: {type: float, default: 10, description: "Seconds to reach the server."}
+  request_timeout: {type: float, default: 600, description: "Seconds per request."}
 attributes:
   check_mode: {support: none}
 """

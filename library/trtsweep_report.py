@@ -8,8 +8,10 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: trtsweep_report
 short_description: Write report.csv / report.md for a results/<sweep> directory and return the table
+description:
+  - Collects every point's C(llm_perf.summary.json) under C(results_dir) into one table.
 options:
-  results_dir: {type: path, required: true}
+  results_dir: {type: path, required: true, description: "results/<sweep> directory on the controller."}
 attributes:
   check_mode: {support: none}
 """

@@ -17,6 +17,7 @@ description:
     are free, and removes the state file. A PID reused by another process is never signalled.
 options:
   state:
+    description: Start (and wait for readiness) or stop.
     type: str
     choices: [started, stopped]
     default: started
@@ -25,24 +26,47 @@ options:
     type: path
     required: true
   model_repository:
+    description: Model repository (state=started).
     type: path
   runtime:
-    description: C(local) runs the tritonserver bundled with nvidia-pytriton; C(native) the one on PATH.
+    description:
+      - C(local) runs the tritonserver bundled with nvidia-pytriton (CPU test bed); C(native) the one given
+        by C(tritonserver); C(container) runs it in C(container_image) with the docker CLI (GPUs, host
+        network, shm size, memlock and stack ulimits, paths mounted at the same place).
     type: str
-    choices: [local, native]
+    choices: [local, native, container]
     default: local
+  world_size:
+    description: Ranks (TP x PP). Above 1, one tritonserver per rank runs under mpirun; rank 0 serves, the
+      others load only C(leader_models) (leader mode, as TRT-LLM's launch_triton_server.py does).
+    type: int
+    default: 1
+  engine_dir:
+    description: Engine directory; its config.json's tp x pp must equal C(world_size).
+    type: path
+  mpirun: {type: str, default: mpirun, description: "mpirun binary for world_size > 1."}
+  leader_models: {type: list, elements: str, default: [tensorrt_llm], description: "Models the follower ranks load."}
+  container_image:
+    type: str
+    description: Image for C(container), e.g. nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3.
+  container_name: {type: str, description: "Container name (default trtsweep-<http_port>)."}
+  docker: {type: str, default: docker, description: "docker CLI."}
+  gpus: {type: str, default: all, description: "docker --gpus value."}
+  shm_size: {type: str, default: 2g, description: "docker --shm-size."}
+  mounts: {type: list, elements: path, default: [], description: "Host paths mounted at the same path."}
   tritonserver:
     description: Binary for C(native).
     type: str
     default: tritonserver
-  http_port: {type: int, default: 8000}
-  grpc_port: {type: int, default: 8001}
-  metrics_port: {type: int, default: 8002}
-  bind_address: {type: str, default: 127.0.0.1}
+  http_port: {type: int, default: 8000, description: "HTTP port."}
+  grpc_port: {type: int, default: 8001, description: "gRPC port."}
+  metrics_port: {type: int, default: 8002, description: "Metrics port."}
+  bind_address: {type: str, default: 127.0.0.1, description: "Address the endpoints bind (loopback by default)."}
   log_file:
+    description: Server log (state=started).
     type: path
-  log_verbose: {type: int, default: 0}
-  ready_timeout: {type: float, default: 300}
+  log_verbose: {type: int, default: 0, description: "tritonserver --log-verbose."}
+  ready_timeout: {type: float, default: 300, description: "Seconds to wait for /v2/health/ready."}
   cache_dir:
     description: Where the local runtime keeps its backend directory.
     type: path
@@ -100,6 +124,15 @@ def _started(module, server):
     )
     if p["cache_dir"]:
         spec.cache_dir = Path(p["cache_dir"])
+    spec.world_size, spec.mpirun, spec.leader_models = p["world_size"], p["mpirun"], p["leader_models"]
+    if p["runtime"] == "container":
+        if not p["container_image"]:
+            module.fail_json(msg="runtime=container needs container_image")
+        spec.container = server.ContainerSpec(
+            image=p["container_image"], name=p["container_name"] or f"trtsweep-{p['http_port']}", docker=p["docker"],
+            gpus=p["gpus"], shm_size=p["shm_size"], mounts=[m for m in [p["engine_dir"], *p["mounts"]] if m],
+        )
+    run_or_fail(module, server.check_world_size, spec, Path(p["engine_dir"]) if p["engine_dir"] else None)
     if module.check_mode:
         argv, _ = run_or_fail(module, server.build_command, spec)
         module.exit_json(changed=True, argv=argv)
@@ -128,7 +161,17 @@ def main():
             "state": {"type": "str", "choices": ["started", "stopped"], "default": "started"},
             "state_file": {"type": "path", "required": True},
             "model_repository": {"type": "path"},
-            "runtime": {"type": "str", "choices": ["local", "native"], "default": "local"},
+            "runtime": {"type": "str", "choices": ["local", "native", "container"], "default": "local"},
+            "world_size": {"type": "int", "default": 1},
+            "engine_dir": {"type": "path"},
+            "mpirun": {"type": "str", "default": "mpirun"},
+            "leader_models": {"type": "list", "elements": "str", "default": ["tensorrt_llm"]},
+            "container_image": {"type": "str"},
+            "container_name": {"type": "str"},
+            "docker": {"type": "str", "default": "docker"},
+            "gpus": {"type": "str", "default": "all"},
+            "shm_size": {"type": "str", "default": "2g"},
+            "mounts": {"type": "list", "elements": "path", "default": []},
             "tritonserver": {"type": "str", "default": "tritonserver"},
             "http_port": {"type": "int", "default": 8000},
             "grpc_port": {"type": "int", "default": 8001},

@@ -117,6 +117,8 @@ def expand(sweep: Any) -> list[dict[str, Any]]:
         parallelism.append(
             (_positive(f"parallelism[{i}].tp", par.get("tp", 1)), _positive(f"parallelism[{i}].pp", par.get("pp", 1)))
         )
+    if backend == "hf" and any(tp * pp != 1 for tp, pp in parallelism):
+        raise _fail("parallelism", "backend hf serves one rank; use tp: 1, pp: 1 (TP/PP need tensorrtllm)")
     batch_sizes = [_positive("max_batch_sizes", b) for b in _list(sweep, "max_batch_sizes")]
     lengths = []
     for i, ln in enumerate(_list(sweep, "lengths")):

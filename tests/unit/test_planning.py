@@ -46,6 +46,7 @@ def test_matrix_is_the_cartesian_product_with_stable_ids():
         ({"colour": "red"}, "unknown field(s) ['colour']"),
         ({"benchmark": {"input_data": "x", "protocol": "smtp"}}, "sweep field 'benchmark.protocol'"),
         ({"lengths": [{"input": 1}]}, "sweep field 'lengths[0].output'"),
+        ({"parallelism": [{"tp": 2, "pp": 1}]}, "sweep field 'parallelism': backend hf serves one rank"),
     ],
 )
 def test_bad_fields_are_named(override, message):

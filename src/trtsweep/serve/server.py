@@ -24,8 +24,20 @@ from trtsweep.errors import TrtsweepError
 from trtsweep.fileio import atomic_write_text
 from trtsweep.serve.local_runtime import LocalRuntime
 
-RUNTIMES = ("local", "native")
+RUNTIMES = ("local", "native", "container")
 LOG_TAIL_LINES = 25
+
+
+@dataclass
+class ContainerSpec:
+    """The `container` runtime: the NGC TRT-LLM Triton image run with the docker CLI (host network)."""
+
+    image: str
+    name: str
+    docker: str = "docker"
+    gpus: str = "all"
+    shm_size: str = "2g"
+    mounts: list[str] = field(default_factory=list)  # host paths, mounted at the same path inside
 
 
 @dataclass
@@ -44,6 +56,11 @@ class ServerSpec:
     exit_timeout_s: int = 10
     cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "trtsweep")
     extra_args: list[str] = field(default_factory=list)
+    # multi-GPU (TP x PP > 1): one tritonserver per rank under mpirun, rank 0 serving (leader mode)
+    world_size: int = 1
+    mpirun: str = "mpirun"
+    leader_models: list[str] = field(default_factory=lambda: ["tensorrt_llm"])
+    container: ContainerSpec | None = None
 
     def ports(self) -> dict[str, int]:
         return {"http": self.http_port, "grpc": self.grpc_port, "metrics": self.metrics_port}
@@ -55,11 +72,9 @@ class ServerSpec:
         return f"http://{host}:{self.http_port}/v2/health/ready"
 
 
-def build_command(spec: ServerSpec) -> tuple[list[str], dict[str, str]]:
-    """Return (argv, environment) for the server; argv is a list, never a shell string."""
-    if spec.runtime not in RUNTIMES:
-        raise TrtsweepError(f"triton runtime {spec.runtime!r} is not supported; expected one of {RUNTIMES}")
-    common = [
+def _rank_args(spec: ServerSpec, rank: int) -> list[str]:
+    """tritonserver arguments of one rank (as TRT-LLM's launch_triton_server.py arranges them)."""
+    args = [
         f"--model-repository={spec.model_repository}",
         f"--http-port={spec.http_port}",
         f"--grpc-port={spec.grpc_port}",
@@ -68,19 +83,92 @@ def build_command(spec: ServerSpec) -> tuple[list[str], dict[str, str]]:
         f"--grpc-address={spec.bind_address}",
         f"--metrics-address={spec.bind_address}",
         "--disable-auto-complete-config",
-        # Several servers on one host must not share python-backend shared-memory regions.
-        f"--backend-config=python,shm-region-prefix-name=trtsweep{spec.http_port}_",
+        # every rank, and every server on the host, needs its own python-backend shared-memory regions
+        f"--backend-config=python,shm-region-prefix-name=trtsweep{spec.http_port}r{rank}_",
         f"--log-verbose={spec.log_verbose}",
         f"--exit-timeout-secs={spec.exit_timeout_s}",
     ]
+    if rank > 0:  # followers load only the TRT-LLM model(s) and block in its initialization
+        args += ["--model-control-mode=explicit", *(f"--load-model={name}" for name in spec.leader_models)]
+    return args + spec.extra_args
+
+
+def build_command(spec: ServerSpec) -> tuple[list[str], dict[str, str]]:
+    """Return (argv, environment) for the server; argv is a list, never a shell string."""
+    if spec.runtime not in RUNTIMES:
+        raise TrtsweepError(f"triton runtime {spec.runtime!r} is not supported; expected one of {RUNTIMES}")
+    if spec.world_size < 1:
+        raise TrtsweepError(f"world_size must be >= 1, got {spec.world_size}")
+    env = dict(os.environ)
+    binary, extra = spec.tritonserver, []
     if spec.runtime == "local":
+        if spec.world_size > 1:
+            raise TrtsweepError("the local runtime serves one rank; multi-GPU needs the native or container runtime")
         runtime = LocalRuntime.discover()
-        argv = [str(runtime.binary), *common, f"--backend-directory={runtime.backend_directory(spec.cache_dir)}"]
-        env = runtime.environment()
+        binary, env = str(runtime.binary), runtime.environment()
+        extra = [f"--backend-directory={runtime.backend_directory(spec.cache_dir)}"]
+    if spec.world_size == 1:
+        argv = [binary, *_rank_args(spec, 0), *extra]
     else:
-        argv = [spec.tritonserver, *common]
-        env = dict(os.environ)
-    return [*argv, *spec.extra_args], env
+        argv = [spec.mpirun, "--allow-run-as-root"]
+        for rank in range(spec.world_size):
+            argv += ["-n", "1", binary, *_rank_args(spec, rank), ":"]
+    if spec.runtime == "container":
+        argv = _in_container(spec, argv)
+    return argv, env
+
+
+def _in_container(spec: ServerSpec, inner: list[str]) -> list[str]:
+    c = spec.container
+    if c is None:
+        raise TrtsweepError("the container runtime needs a container image (triton_serve_container_image)")
+    mounts = dict.fromkeys([str(spec.model_repository), *c.mounts])
+    volumes = [arg for path in mounts for arg in ("-v", f"{path}:{path}")]
+    return [
+        c.docker, "run", "--rm", "--init", "--name", c.name, "--gpus", c.gpus, "--network", "host", "--ipc", "host",
+        f"--shm-size={c.shm_size}", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864", *volumes, c.image, *inner,
+    ]  # fmt: skip
+
+
+def gpu_count() -> int | None:
+    """GPUs this host offers (CUDA_VISIBLE_DEVICES if set, else `nvidia-smi -L`), None when unknown."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU ")) if out.returncode == 0 else None
+
+
+def engine_world_size(engine_dir: Path) -> int | None:
+    """tp x pp of a trtllm-build engine, read from its config.json (None when there is none)."""
+    try:
+        config = json.loads((engine_dir / "config.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    mapping = config.get("pretrained_config", {}).get("mapping", {})
+    if "world_size" in mapping:
+        return int(mapping["world_size"])
+    if mapping:
+        return int(mapping.get("tp_size", 1)) * int(mapping.get("pp_size", 1))
+    return None
+
+
+def check_world_size(spec: ServerSpec, engine_dir: Path | None) -> None:
+    """The ranks to launch must equal the engine's tp x pp and fit on this host's GPUs."""
+    if engine_dir is not None:
+        engine = engine_world_size(engine_dir)
+        if engine is not None and engine != spec.world_size:
+            raise TrtsweepError(
+                f"world_size {spec.world_size} does not match the engine's tp x pp = {engine} "
+                f"({engine_dir}/config.json)"
+            )
+    if spec.world_size > 1 or spec.runtime != "local":
+        gpus = gpu_count()
+        if gpus is not None and gpus < spec.world_size:
+            raise TrtsweepError(f"world_size {spec.world_size} needs {spec.world_size} GPUs; this host has {gpus}")
 
 
 def busy_ports(address: str, ports: dict[str, int]) -> dict[str, int]:
@@ -125,6 +213,7 @@ class ServerState:
     bind_address: str
     health_url: str
     log_file: str
+    container: list[str] | None = None  # [docker, name] for the container runtime
 
     def save(self, path: Path) -> None:
         atomic_write_text(path, json.dumps(asdict(self), indent=2) + "\n")
@@ -181,6 +270,9 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
         bind_address=spec.bind_address,
         health_url=spec.health_url(),
         log_file=str(spec.log_file),
+        container=[spec.container.docker, spec.container.name]
+        if spec.runtime == "container" and spec.container
+        else None,
     )
     state.save(state_file)
     return state
@@ -245,6 +337,9 @@ def stop(state: ServerState, grace_s: float = 15.0) -> bool:
             time.sleep(0.1)
         if not is_running(state):
             break
+    if state.container:  # the docker client is gone; make sure its container is too
+        docker, name = state.container
+        subprocess.run([docker, "rm", "-f", name], capture_output=True, timeout=60, check=False)
     _wait_ports_free(state)
     return True
 
