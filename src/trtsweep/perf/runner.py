@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import aiohttp
+import grpc
 from tritonclient.utils import InferenceServerException
 
 from trtsweep.errors import TrtsweepError
@@ -82,17 +83,30 @@ def arrival_offsets(level: Level, count: int, seed: int) -> list[float]:
 
 
 def classify(exc: BaseException) -> str:
-    """A short, stable error class for counting failures."""
+    """A short, stable error class for counting failures: connection, timeout, server_error, client_error."""
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return "timeout"
-    if isinstance(exc, (aiohttp.ClientConnectionError, ConnectionError)):
-        return "connection"
+    if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, ConnectionError)):
+        return "connection"  # refused, reset, or the stream broke off mid-response
+    if isinstance(exc, grpc.aio.AioRpcError):
+        code = exc.code()
+        if code == grpc.StatusCode.UNAVAILABLE:
+            return "connection"
+        return "timeout" if code == grpc.StatusCode.DEADLINE_EXCEEDED else "server_error"
     if isinstance(exc, InferenceServerException):
         status = (exc.status() or "").upper()
         return "connection" if "UNAVAILABLE" in status else "server_error"
     if type(exc).__name__ == "ServerError":
         return "server_error"
     return "client_error"
+
+
+def describe(exc: BaseException) -> str:
+    """One line saying what went wrong."""
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name}: {exc.details()}"
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
 
 
 class _Phase:
@@ -114,7 +128,7 @@ class _Phase:
             self.sink(result)
             raise
         except Exception as exc:
-            result.error = str(exc) or type(exc).__name__
+            result.error = describe(exc)
             result.error_class = classify(exc)
         self.sink(result)
 
