@@ -31,6 +31,7 @@ options:
   chat_template: {type: bool, default: false, description: "Wrap prompts with the tokenizer's chat template."}
   extra_inputs: {type: dict, default: {}, description: "Extra request inputs, e.g. top_k: 1."}
   scorer: {type: str, description: "Extra accuracy scorer module:function."}
+  server_metrics_url: {type: str, description: "Prometheus endpoint scraped before and after each level."}
   seed: {type: int, default: 0, description: "Seed of the request order."}
   connect_timeout: {type: float, default: 10, description: "Seconds to reach the server."}
   request_timeout: {type: float, default: 600, description: "Seconds per request."}
@@ -124,6 +125,7 @@ def main():
             "chat_template": {"type": "bool", "default": False},
             "extra_inputs": {"type": "dict", "default": {}},
             "scorer": {"type": "str"},
+            "server_metrics_url": {"type": "str"},
             "seed": {"type": "int", "default": 0},
             "connect_timeout": {"type": "float", "default": 10.0},
             "request_timeout": {"type": "float", "default": 600.0},

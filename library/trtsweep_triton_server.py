@@ -129,8 +129,12 @@ def _started(module, server):
         if not p["container_image"]:
             module.fail_json(msg="runtime=container needs container_image")
         spec.container = server.ContainerSpec(
-            image=p["container_image"], name=p["container_name"] or f"trtsweep-{p['http_port']}", docker=p["docker"],
-            gpus=p["gpus"], shm_size=p["shm_size"], mounts=[m for m in [p["engine_dir"], *p["mounts"]] if m],
+            image=p["container_image"],
+            name=p["container_name"] or f"trtsweep-{p['http_port']}",
+            docker=p["docker"],
+            gpus=p["gpus"],
+            shm_size=p["shm_size"],
+            mounts=[m for m in [p["engine_dir"], *p["mounts"]] if m],
         )
     run_or_fail(module, server.check_world_size, spec, Path(p["engine_dir"]) if p["engine_dir"] else None)
     if module.check_mode:

@@ -105,3 +105,16 @@ def test_open_loop_counts_queueing_behind_a_cap_instead_of_hiding_it(paced_serve
     assert any("fell behind the schedule" in w for w in s["warnings"])
     # only the first requests meet a 500 ms e2e SLO measured from the schedule
     assert 0 < s["good_fraction"] < 0.5
+
+
+def test_server_metrics_deltas_count_exactly_this_levels_requests(paced_server, data):
+    config = BenchmarkConfig(
+        endpoint=Endpoint(url=f"127.0.0.1:{paced_server.grpc_port}", model="paced"), protocol="grpc",
+        input_data=data, concurrency=[2], num_requests=10, warmup_requests=2,
+        server_metrics_url=f"http://127.0.0.1:{paced_server.metrics_port}/metrics",
+    )  # fmt: skip
+    (report,) = run(config)
+    server_side = report.summary["server_metrics"]
+    assert server_side["per_model"]["paced"]["requests"] == 12  # 10 measured + 2 warm-up, nothing else
+    assert server_side["counters"]['nv_inference_request_success{model="paced",version="1"}'] == 12
+    assert server_side["per_model"]["paced"]["queue_ms_per_request"] >= 0

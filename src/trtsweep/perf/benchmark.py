@@ -12,8 +12,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from trtsweep.errors import TrtsweepError
-from trtsweep.perf import export
+from trtsweep.perf import export, server_metrics
 from trtsweep.perf.accuracy import load_scorer
 from trtsweep.perf.dataset import Record, load_jsonl
 from trtsweep.perf.metrics import TokenCount, level_summary, request_metrics
@@ -45,6 +47,7 @@ class BenchmarkConfig:
     seed: int = 0
     export_file: Path | None = None
     scorer: str | None = None
+    server_metrics_url: str | None = None
 
     def levels(self, per_level: int) -> list[Level]:
         """The load levels in order: every concurrency, then every request rate."""
@@ -172,7 +175,7 @@ def run(config: BenchmarkConfig, on_level: Callable[[LevelReport], None] | None 
     reports: list[LevelReport] = []
     started = time.time()
 
-    def finish(report: LevelReport, client: dict[str, Any] | None = None) -> None:
+    def finish(report: LevelReport, client: dict[str, Any] | None = None, server: dict[str, Any] | None = None) -> None:
         report.metrics = [
             request_metrics(r, requests[r.record_index].prompt, records[r.record_index].reference, count, scorer)
             for r in report.results
@@ -180,23 +183,34 @@ def run(config: BenchmarkConfig, on_level: Callable[[LevelReport], None] | None 
         report.summary = level_summary(report.results, report.metrics, config.slo)
         if client is not None:
             report.summary["client"] = client
+        if server is not None:
+            report.summary["server_metrics"] = server
         if config.export_file:
             export.write_all(config.export_file, config, reports, records, requests, started)
 
     async def main() -> None:
         protocol = make_protocol(config.protocol, config.endpoint)
         await protocol.start()
+        session = aiohttp.ClientSession() if config.server_metrics_url else None
         try:
             for level in levels:
                 report = LevelReport(level)
                 reports.append(report)
+                before = await server_metrics.scrape(session, config.server_metrics_url) if session else None
                 async with ClientHealth() as health:
                     await run_level(protocol, requests, report.level, config.seed, report.results.append)
-                finish(report, health.summary(len(report.results)))
+                after = await server_metrics.scrape(session, config.server_metrics_url) if session else None
+                finish(
+                    report,
+                    health.summary(len(report.results)),
+                    server_metrics.delta(before, after) if before and after else None,
+                )
                 if on_level:
                     on_level(report)
         finally:
             await protocol.close()
+            if session:
+                await session.close()
 
     try:
         asyncio.run(main())

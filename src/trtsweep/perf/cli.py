@@ -109,6 +109,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--chat-template", action="store_true", help="wrap inputs with the tokenizer's chat template")
     p.add_argument("--extra-inputs", type=extra_inputs, default={}, help="extra request inputs, e.g. top_k:1")
     p.add_argument("--scorer", help="extra accuracy scorer 'module:function' (prediction, reference) -> float")
+    p.add_argument(
+        "--server-metrics-url",
+        help="Prometheus endpoint scraped before/after each level, e.g. http://localhost:8002/metrics (Triton)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the request order")
     p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to reach the server")
     p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
@@ -144,6 +148,7 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
         seed=args.seed,
         export_file=args.profile_export_file,
         scorer=args.scorer,
+        server_metrics_url=args.server_metrics_url,
     )
 
 
