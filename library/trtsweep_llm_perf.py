@@ -91,6 +91,7 @@ FLAGS = {
     "connect_timeout": "--connect-timeout",
     "request_timeout": "--request-timeout",
     "scorer": "--scorer",
+    "server_metrics_url": "--server-metrics-url",
 }
 
 
