@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import aiohttp
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf import export, server_metrics
 from trtsweep.perf.accuracy import load_scorer
-from trtsweep.perf.dataset import Record, load_jsonl
+from trtsweep.perf.dataset import Record, load_jsonl, synthetic
 from trtsweep.perf.metrics import TokenCount, level_summary, request_metrics
 from trtsweep.perf.protocols import Endpoint, make_protocol
 from trtsweep.perf.protocols.base import PreparedRequest, RequestResult
@@ -31,7 +32,7 @@ DEFAULT_MAX_TOKENS = 128
 class BenchmarkConfig:
     endpoint: Endpoint
     protocol: str
-    input_data: Path
+    input_data: Path | None
     concurrency: list[int] = field(default_factory=list)
     request_rate: list[float] = field(default_factory=list)
     arrival: str = "poisson"
@@ -48,6 +49,7 @@ class BenchmarkConfig:
     export_file: Path | None = None
     scorer: str | None = None
     server_metrics_url: str | None = None
+    synthetic: tuple[int, tuple[float, float], tuple[float, float]] | None = None  # count, input, output (mean, std)
 
     def levels(self, per_level: int) -> list[Level]:
         """The load levels in order: every concurrency, then every request rate."""
@@ -66,7 +68,7 @@ class BenchmarkConfig:
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["input_data"] = str(self.input_data)
+        out["input_data"] = str(self.input_data) if self.input_data else None
         out["export_file"] = str(self.export_file) if self.export_file else None
         return out
 
@@ -123,17 +125,17 @@ class Tokenizer:
         from transformers import AutoTokenizer
 
         try:
-            self._tok = AutoTokenizer.from_pretrained(path, local_files_only=Path(path).is_dir())
+            self.hf = AutoTokenizer.from_pretrained(path, local_files_only=Path(path).is_dir())
         except (OSError, ValueError) as exc:
             raise TrtsweepError(f"cannot load tokenizer from {path}: {str(exc).splitlines()[0]}") from exc
 
     def count(self, text: str) -> int:
-        return len(self._tok.encode(text, add_special_tokens=False))
+        return len(self.hf.encode(text, add_special_tokens=False))
 
     def chat(self, messages: list[dict[str, str]]) -> str:
-        if not getattr(self._tok, "chat_template", None):
+        if not getattr(self.hf, "chat_template", None):
             raise TrtsweepError("--chat-template: this tokenizer has no chat template")
-        return str(self._tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+        return str(self.hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
 
 def prepare(records: list[Record], config: BenchmarkConfig, tokenizer: Tokenizer | None) -> list[PreparedRequest]:
@@ -163,11 +165,20 @@ def prepare(records: list[Record], config: BenchmarkConfig, tokenizer: Tokenizer
     return requests
 
 
-def run(config: BenchmarkConfig, on_level: Callable[[LevelReport], None] | None = None) -> list[LevelReport]:
+def run(
+    config: BenchmarkConfig,
+    on_level: Callable[[LevelReport], None] | None = None,
+    on_result: Callable[[LevelReport], None] | None = None,
+) -> list[LevelReport]:
     """Run every concurrency level; exports are rewritten (atomically) after each level and on interrupt."""
     config.levels(1)  # load options are checked before any file is read
-    records = load_jsonl(config.input_data)
     tokenizer = Tokenizer(config.tokenizer_path) if config.tokenizer_path else None
+    if config.input_data is not None:
+        records = load_jsonl(config.input_data)
+    elif config.synthetic is not None and tokenizer is not None:
+        records = synthetic(tokenizer.hf, *config.synthetic, seed=config.seed)
+    else:
+        raise TrtsweepError("give --input-data, or synthetic prompts (--synthetic-input-tokens) with --tokenizer-path")
     requests = prepare(records, config, tokenizer)
     count: TokenCount | None = tokenizer.count if tokenizer else None
     scorer = load_scorer(config.scorer) if config.scorer else None
@@ -188,6 +199,11 @@ def run(config: BenchmarkConfig, on_level: Callable[[LevelReport], None] | None 
         if config.export_file:
             export.write_all(config.export_file, config, reports, records, requests, started)
 
+    def record(report: LevelReport, result: RequestResult) -> None:
+        report.results.append(result)
+        if on_result:
+            on_result(report)
+
     async def main() -> None:
         protocol = make_protocol(config.protocol, config.endpoint)
         await protocol.start()
@@ -198,7 +214,7 @@ def run(config: BenchmarkConfig, on_level: Callable[[LevelReport], None] | None 
                 reports.append(report)
                 before = await server_metrics.scrape(session, config.server_metrics_url) if session else None
                 async with ClientHealth() as health:
-                    await run_level(protocol, requests, report.level, config.seed, report.results.append)
+                    await run_level(protocol, requests, report.level, config.seed, partial(record, report))
                 after = await server_metrics.scrape(session, config.server_metrics_url) if session else None
                 finish(
                     report,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,19 @@ def slo_spec(text: str) -> dict[str, float]:
             raise argparse.ArgumentTypeError(f"expected ttft|tpot|e2e=<number>[ms|s|us], got {item!r}")
         out[name] = float(match.group(1)) * UNITS[match.group(2) or "ms"]
     return out
+
+
+def mean_std(text: str) -> tuple[float, float]:
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected MEAN[,STD], got {text!r}") from exc
+    if len(values) not in (1, 2) or values[0] < 1 or (len(values) == 2 and values[1] < 0):
+        raise argparse.ArgumentTypeError(f"expected MEAN>=1[,STD>=0], got {text!r}")
+    return values[0], values[1] if len(values) == 2 else 0.0
+
+
+IGNORE_EOS_END_ID = 1 << 20  # never produced: generation runs to max_tokens (as SGLang's trt backend does)
 
 
 def _value(text: str) -> Any:
@@ -99,7 +113,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-concurrency", type=int, help="open loop: cap on requests in flight")
     p.add_argument("--duration", type=float, help="seconds per level instead of --num-requests")
     p.add_argument("--slo", type=slo_spec, default={}, help="goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=2s")
-    p.add_argument("--input-data", type=Path, required=True, help="jsonl prompts ({'input': ..., 'output': ...})")
+    p.add_argument("--input-data", type=Path, help="jsonl prompts ({'input': ..., 'output': ...})")
+    p.add_argument("--synthetic-input-tokens", type=mean_std, help="no --input-data: prompt tokens MEAN[,STD]")
+    p.add_argument("--synthetic-output-tokens", type=mean_std, default=(128.0, 0.0), help="output tokens MEAN[,STD]")
+    p.add_argument("--num-prompts", type=int, default=100, help="synthetic prompts to generate")
+    p.add_argument(
+        "--ignore-eos",
+        action="store_true",
+        help="generate the full budget: end_id out of vocabulary (Triton), ignore_eos (OpenAI servers)",
+    )
     p.add_argument("--tokenizer-path", help="HF tokenizer (directory or repo id) for token counts")
     p.add_argument("--profile-export-file", type=Path, help="JSON export of every request (+ .csv, .summary.json)")
     p.add_argument("--num-requests", type=int, help="measured requests per level (default: one per record)")
@@ -120,13 +142,16 @@ def parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
+    extra = dict(args.extra_inputs)
+    if args.ignore_eos:
+        extra.setdefault(*(("ignore_eos", True) if args.protocol == "openai" else ("end_id", IGNORE_EOS_END_ID)))
     endpoint = Endpoint(
         url=args.url,
         model=args.model,
         streaming=args.streaming,
         connect_timeout_s=args.connect_timeout,
         request_timeout_s=args.request_timeout,
-        extra_inputs=args.extra_inputs,
+        extra_inputs=extra,
         openai_endpoint=args.endpoint,
     )
     return BenchmarkConfig(
@@ -149,6 +174,9 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
         export_file=args.profile_export_file,
         scorer=args.scorer,
         server_metrics_url=args.server_metrics_url,
+        synthetic=(args.num_prompts, args.synthetic_input_tokens, args.synthetic_output_tokens)
+        if args.synthetic_input_tokens
+        else None,
     )
 
 
@@ -177,12 +205,22 @@ def main(argv: list[str] | None = None) -> int:
     def show(report: LevelReport) -> None:
         rows.append(export.headline(export.level_info(report.level), report.summary))
         summary = report.summary
-        print(f"{report.level.label}: {summary.get('succeeded', 0)}/{summary.get('requests', 0)} ok", file=sys.stderr)
+        print(f"\r{report.level.label}: {summary.get('succeeded', 0)}/{summary.get('requests', 0)} ok", file=sys.stderr)
         for warning in summary.get("warnings", []):
             print(f"llm-perf: warning: {report.level.label}: {warning}", file=sys.stderr)
 
+    last = [0.0]
+
+    def progress(report: LevelReport) -> None:  # a live count, on a terminal only
+        now = time.monotonic()
+        if now - last[0] > 0.1:
+            last[0] = now
+            level = report.level
+            total = level.warmup_requests + level.num_requests if not level.duration_s else "?"
+            print(f"\r{level.label}: {len(report.results)}/{total} requests", end="", file=sys.stderr, flush=True)
+
     try:
-        run(config_from_args(args), on_level=show)
+        run(config_from_args(args), on_level=show, on_result=progress if sys.stderr.isatty() else None)
     except TrtsweepError as exc:
         print(f"llm-perf: error: {exc}", file=sys.stderr)
         return 2

@@ -9,6 +9,7 @@ An optional ``max_tokens`` (int) sets that record's output length.
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,4 +84,27 @@ def load_jsonl(path: Path) -> list[Record]:
         records.append(_record(path, lineno, len(records), obj))
     if not records:
         raise TrtsweepError(f"{path}: no records (empty file)")
+    return records
+
+
+def synthetic(
+    tokenizer: Any, count: int, input_tokens: tuple[float, float], output_tokens: tuple[float, float], seed: int
+) -> list[Record]:
+    """`count` prompts whose token lengths follow normal distributions (mean, std), like TRT-LLM's
+    `prepare_dataset.py token-norm-dist`: words drawn from the tokenizer's own vocabulary, cut to the sampled
+    number of tokens; each record's `max_tokens` drawn from the output distribution (at least 1)."""
+    rng = random.Random(seed)
+    vocab = sorted(
+        word for word in (tokenizer.convert_tokens_to_string([t]).strip() for t in tokenizer.get_vocab())
+        if word.isascii() and word.isalpha() and 3 <= len(word) <= 10
+    )  # fmt: skip
+    if not vocab:
+        raise TrtsweepError("synthetic prompts: the tokenizer has no plain words to draw from")
+    records = []
+    for index in range(count):
+        want_in = max(1, round(rng.gauss(*input_tokens)))
+        want_out = max(1, round(rng.gauss(*output_tokens)))
+        ids = tokenizer.encode(" ".join(rng.choice(vocab) for _ in range(want_in)), add_special_tokens=False)
+        text = tokenizer.decode(ids[:want_in])
+        records.append(Record(index, text, None, None, want_out, {"synthetic_input_tokens": want_in}))
     return records
