@@ -10,7 +10,9 @@ module: trtsweep_hf_download
 short_description: Resolve or download a Hugging Face model snapshot
 description:
   - Looks the snapshot up in the hub cache first (C(local_files_only)); reports C(changed=false) when it
-    is already there. Otherwise, unless C(offline), downloads it with C(huggingface_hub.snapshot_download).
+    is already there. Otherwise, unless C(offline), checks the free disk space against the size of the
+    selected files and downloads them with C(huggingface_hub.snapshot_download).
+  - C(mirror_dir) resolves the model from a local mirror directory instead (air-gapped fleets).
   - The token comes from C(token) (mark it no_log; Ansible Vault) or the HF_TOKEN environment variable and
     is never returned or logged.
 options:
@@ -22,6 +24,12 @@ options:
   allow_patterns: {type: list, elements: str, description: "Only files matching these globs."}
   ignore_patterns: {type: list, elements: str, description: "Skip files matching these globs."}
   token: {type: str, no_log: true, description: "Hub token (Ansible Vault); else HF_TOKEN from the environment."}
+  mirror_dir: {type: path, description: "Local mirror directory holding <owner>/<name>/ model directories."}
+  source:
+    type: str
+    choices: [huggingface, modelscope]
+    default: huggingface
+    description: Where to download from (ModelScope needs the modelscope package on the host).
 attributes:
   check_mode: {support: full}
 """
@@ -36,14 +44,12 @@ EXAMPLES = r"""
 
 RETURN = r"""
 path: {description: Local snapshot directory., returned: success, type: str}
-revision: {description: Resolved commit hash of the snapshot., returned: success, type: str}
+revision: {description: Resolved commit hash of the snapshot (null for a mirror)., returned: success, type: str}
+source: {description: "Where it came from: hub-cache, hub, mirror or modelscope.", returned: success, type: str}
 """
 
-import os
-from pathlib import Path
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.trtsweep_common import require_trtsweep
+from ansible.module_utils.trtsweep_common import require_trtsweep, run_or_fail
 
 
 def main():
@@ -57,40 +63,31 @@ def main():
             "allow_patterns": {"type": "list", "elements": "str"},
             "ignore_patterns": {"type": "list", "elements": "str"},
             "token": {"type": "str", "no_log": True},
+            "mirror_dir": {"type": "path"},
+            "source": {"type": "str", "choices": ["huggingface", "modelscope"], "default": "huggingface"},
         },
         supports_check_mode=True,
     )
     require_trtsweep(module)
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+    from trtsweep.download import resolve
 
     p = module.params
-    kwargs = {
-        "repo_id": p["repo_id"],
-        "revision": p["revision"],
-        "cache_dir": p["cache_dir"],
-        "allow_patterns": p["allow_patterns"],
-        "ignore_patterns": p["ignore_patterns"],
-        "token": p["token"] or os.environ.get("HF_TOKEN") or False,
-        "endpoint": p["endpoint"],
-    }
-    try:
-        path = snapshot_download(local_files_only=True, **kwargs)
-        changed = False
-    except LocalEntryNotFoundError:
-        if p["offline"]:
-            module.fail_json(
-                msg=f"{p['repo_id']} (revision {p['revision'] or 'main'}) is not in the hub cache "
-                f"{p['cache_dir'] or '(default)'} and offline is set"
-            )
-        if module.check_mode:
-            module.exit_json(changed=True, path=None, revision=p["revision"])
-        try:
-            path = snapshot_download(**kwargs)
-        except (HfHubHTTPError, OSError) as exc:
-            module.fail_json(msg=f"download of {p['repo_id']} failed: {str(exc).splitlines()[0]}")
-        changed = True
-    module.exit_json(changed=changed, path=path, revision=Path(path).name)
+    snap = run_or_fail(
+        module,
+        resolve,
+        p["repo_id"],
+        revision=p["revision"],
+        cache_dir=p["cache_dir"],
+        offline=p["offline"],
+        endpoint=p["endpoint"],
+        allow=p["allow_patterns"],
+        ignore=p["ignore_patterns"],
+        token=p["token"],
+        mirror_dir=p["mirror_dir"],
+        source=p["source"],
+        check_mode=module.check_mode,
+    )
+    module.exit_json(changed=snap.changed, path=snap.path, revision=snap.revision, source=snap.source)
 
 
 if __name__ == "__main__":
