@@ -215,6 +215,8 @@ def run(
                 before = await server_metrics.scrape(session, config.server_metrics_url) if session else None
                 async with ClientHealth() as health:
                     await run_level(protocol, requests, report.level, config.seed, partial(record, report))
+                if session:  # a server may count a request a moment after its final response left
+                    await asyncio.sleep(server_metrics.SETTLE_S)
                 after = await server_metrics.scrape(session, config.server_metrics_url) if session else None
                 finish(
                     report,

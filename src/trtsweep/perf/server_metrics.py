@@ -16,6 +16,7 @@ import aiohttp
 
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
 MODEL_LABEL = re.compile(r'model="([^"]*)"')
+SETTLE_S = 0.5  # wait after a level's last response before the second scrape
 
 
 def parse(text: str) -> tuple[dict[str, float], dict[str, str]]:

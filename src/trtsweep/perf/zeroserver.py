@@ -30,7 +30,7 @@ class ZeroServer:
     async def _stream(self, request: web.Request, event) -> web.StreamResponse:  # type: ignore[no-untyped-def]
         start = time.perf_counter()
         body = await request.json()
-        n = int(body.get("max_tokens") or self.chunks)
+        n = int(body.get("max_tokens") or body.get("max_completion_tokens") or self.chunks)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         for i in range(n):
@@ -46,11 +46,18 @@ class ZeroServer:
     async def openai(self, request: web.Request) -> web.StreamResponse:
         chat = request.path.endswith("/chat/completions")
 
+        kind = "chat.completion.chunk" if chat else "text_completion"
+
         def event(i: int, n: int) -> bytes:
-            choice = {"index": 0, "delta": {"content": f"t{i} "}} if chat else {"index": 0, "text": f"t{i} "}
-            out = _sse({"choices": [choice]})
-            if i == n - 1:
-                out += _sse({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": n}})
+            last = i == n - 1
+            choice: dict = {"index": 0, "finish_reason": "length" if last else None}
+            choice.update({"delta": {"content": f"t{i} "}} if chat else {"text": f"t{i} "})
+            out = _sse({"id": "zero", "object": kind, "created": 0, "model": "zero", "choices": [choice]})
+            if last:
+                usage = {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}
+                out += _sse(
+                    {"id": "zero", "object": kind, "created": 0, "model": "zero", "choices": [], "usage": usage}
+                )
                 out += b"data: [DONE]\n\n"
             return out
 
