@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +13,7 @@ import pytest
 from tests.conftest import free_ports
 from trtsweep.perf.benchmark import BenchmarkConfig, Tokenizer, run
 from trtsweep.perf.protocols import Endpoint
+from trtsweep.serve.process import http_service
 
 
 @pytest.fixture(scope="module")
@@ -25,26 +22,8 @@ def openai_server(demo_model, tmp_path_factory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("openai") / "serve.log"
     cmd = [str(Path(sys.executable).parent / "transformers"), "serve", str(demo_model.hf_dir),
            "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"transformers serve did not start: {log.read_text()[-2000:]}")
-                time.sleep(0.5)
+    with http_service(cmd, f"http://127.0.0.1:{port}/health", 180.0, log):
         yield f"127.0.0.1:{port}"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 @pytest.fixture(scope="module")

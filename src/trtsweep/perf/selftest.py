@@ -14,20 +14,18 @@ import asyncio
 import contextlib
 import json
 import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from trtsweep.errors import TrtsweepError
 from trtsweep.perf.benchmark import BenchmarkConfig, run
 from trtsweep.perf.protocols import Endpoint
+from trtsweep.serve.process import http_service
 
 CHUNKS = 20
 
@@ -44,25 +42,8 @@ def zero_server(chunks: int = CHUNKS, first_ms: float = 0.0, gap_ms: float = 0.0
     port = _free_port()
     cmd = [sys.executable, "-m", "trtsweep.perf.zeroserver", "--port", str(port), "--chunks", str(chunks),
            "--first-ms", str(first_ms), "--gap-ms", str(gap_ms)]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).close()
-                break
-            except OSError as exc:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise TrtsweepError(f"selftest server did not start: {exc}") from exc
-                time.sleep(0.1)
+    with http_service(cmd, f"http://127.0.0.1:{port}/health", 20.0):
         yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _data(path: Path, chunks: int) -> Path:
