@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import aiohttp
 import grpc
-from tritonclient.utils import InferenceServerException
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.protocols.base import PreparedRequest, Protocol, RequestResult
@@ -93,9 +92,6 @@ def classify(exc: BaseException) -> str:
         if code == grpc.StatusCode.UNAVAILABLE:
             return "connection"
         return "timeout" if code == grpc.StatusCode.DEADLINE_EXCEEDED else "server_error"
-    if isinstance(exc, InferenceServerException):
-        status = (exc.status() or "").upper()
-        return "connection" if "UNAVAILABLE" in status else "server_error"
     if type(exc).__name__ == "ServerError":
         return "server_error"
     return "client_error"

@@ -1,111 +1,152 @@
-"""Triton KServe v2 over gRPC: bidirectional streaming (ModelStreamInfer) for decoupled models, unary
-ModelInfer otherwise. The model's config decides; `stream` is set from --streaming."""
+"""Triton KServe v2 over gRPC, on the raw protobuf service (no per-response numpy objects).
+
+Decoupled models are called through bidirectional streams (ModelStreamInfer): each stream is kept open and
+reused by one request at a time, so a benchmark opens about `concurrency` streams, not one per request; the
+final response of a request is the one flagged `triton_final_response` (empty final responses enabled).
+Other models get unary ModelInfer. `stream` is set from --streaming when the model has that input.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import struct
 from typing import Any
 
-import numpy as np
-import tritonclient.grpc.aio as grpcclient
-from tritonclient.utils import InferenceServerException, triton_to_np_dtype
+import grpc
+from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.protocols.base import PreparedRequest, Protocol, RequestResult
 
+MAX_MESSAGE = 1 << 30
+PACK = {"BOOL": "?", "INT8": "b", "UINT8": "B", "INT16": "h", "UINT16": "H", "INT32": "i", "UINT32": "I",
+        "INT64": "q", "UINT64": "Q", "FP32": "f", "FP64": "d"}  # fmt: skip
+
+
+class ServerError(Exception):
+    """An error the server reported for a request."""
+
+
+def encode(datatype: str, value: Any) -> bytes:
+    """One element as Triton's raw little-endian contents (BYTES: 4-byte length + data)."""
+    if datatype == "BYTES":
+        data = value if isinstance(value, bytes) else str(value).encode()
+        return struct.pack("<I", len(data)) + data
+    if datatype not in PACK:
+        raise TrtsweepError(f"input datatype {datatype} is not supported by llm-perf")
+    return struct.pack("<" + PACK[datatype], value)
+
+
+def first_text(raw: bytes) -> str:
+    """Concatenated elements of a raw BYTES output."""
+    parts, offset = [], 0
+    while offset + 4 <= len(raw):
+        (length,) = struct.unpack_from("<I", raw, offset)
+        parts.append(raw[offset + 4 : offset + 4 + length])
+        offset += 4 + length
+    return b"".join(parts).decode("utf-8", errors="replace")
+
 
 class TritonGrpc(Protocol):
-    client: grpcclient.InferenceServerClient
-    decoupled: bool
-    input_dtypes: dict[str, str]
-
     async def start(self) -> None:
         ep = self.endpoint
-        self.client = grpcclient.InferenceServerClient(url=ep.url)
+        self.channel = grpc.aio.insecure_channel(
+            ep.url, options=[("grpc.max_send_message_length", MAX_MESSAGE),
+                             ("grpc.max_receive_message_length", MAX_MESSAGE)],
+        )  # fmt: skip
+        self.stub = service_pb2_grpc.GRPCInferenceServiceStub(self.channel)
+        self.idle: list[grpc.aio.StreamStreamCall] = []
+        self.next_id = 0
         try:
-            ready = await asyncio.wait_for(self.client.is_model_ready(ep.model), ep.connect_timeout_s)
-            if not ready:
+            ready = await self.stub.ModelReady(
+                service_pb2.ModelReadyRequest(name=ep.model), timeout=ep.connect_timeout_s
+            )
+            if not ready.ready:
                 raise TrtsweepError(f"model {ep.model!r} is not ready on {ep.url}")
-            config = (await self.client.get_model_config(ep.model, as_json=True))["config"]
-            metadata = await self.client.get_model_metadata(ep.model, as_json=True)
-        except (asyncio.TimeoutError, InferenceServerException) as exc:
+            config: model_config_pb2.ModelConfig = (
+                await self.stub.ModelConfig(service_pb2.ModelConfigRequest(name=ep.model), timeout=ep.connect_timeout_s)
+            ).config
+        except grpc.aio.AioRpcError as exc:
             await self.close()
-            msg = "no answer" if isinstance(exc, asyncio.TimeoutError) else exc.message()
-            raise TrtsweepError(
-                f"cannot reach Triton gRPC at {ep.url} within {ep.connect_timeout_s:g} s: {msg}"
-            ) from exc
-        self.decoupled = bool(config.get("model_transaction_policy", {}).get("decoupled", False))
-        self.input_dtypes = {t["name"]: t["datatype"] for t in metadata["inputs"]}
-        self.batched = int(config.get("max_batch_size", 0)) > 0
+            reason = "no answer" if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED else exc.details()
+            message = f"cannot reach Triton gRPC at {ep.url} within {ep.connect_timeout_s:g} s: {reason}"
+            raise TrtsweepError(message) from None
+        self.decoupled = config.model_transaction_policy.decoupled
+        batch = [1] if config.max_batch_size > 0 else []
+        dtypes = {t.name: model_config_pb2.DataType.Name(t.data_type)[len("TYPE_") :] for t in config.input}
+        dtypes = {k: "BYTES" if v == "STRING" else v for k, v in dtypes.items()}
         for name in (ep.text_input_name, ep.max_tokens_name, *ep.extra_inputs):
-            if name not in self.input_dtypes:
-                raise TrtsweepError(f"model {ep.model!r} has no input {name!r}; it has {sorted(self.input_dtypes)}")
-        self.has_stream_input = "stream" in self.input_dtypes
+            if name not in dtypes:
+                raise TrtsweepError(f"model {ep.model!r} has no input {name!r}; it has {sorted(dtypes)}")
+        fixed = dict(ep.extra_inputs)
+        if "stream" in dtypes:
+            fixed.setdefault("stream", ep.streaming)
+        self.dtypes, self.shape = dtypes, [*batch, 1]
+        # the tensors every request shares, built once
+        self.fixed_tensors = [self._tensor(name) for name in fixed]
+        self.fixed_contents = [encode(dtypes[name], value) for name, value in fixed.items()]
 
-    def _tensor(self, name: str, value: Any) -> grpcclient.InferInput:
-        dtype = self.input_dtypes[name]
-        array = np.array([value], dtype=object if dtype == "BYTES" else triton_to_np_dtype(dtype))
-        if self.batched:
-            array = array.reshape(1, 1)
-        tensor = grpcclient.InferInput(name, list(array.shape), dtype)
-        tensor.set_data_from_numpy(array)
-        return tensor
+    def _tensor(self, name: str) -> service_pb2.ModelInferRequest.InferInputTensor:
+        return service_pb2.ModelInferRequest.InferInputTensor(name=name, datatype=self.dtypes[name], shape=self.shape)
 
-    def _inputs(self, request: PreparedRequest) -> list[grpcclient.InferInput]:
+    def _request(self, request: PreparedRequest) -> service_pb2.ModelInferRequest:
         ep = self.endpoint
-        inputs = [
-            self._tensor(ep.text_input_name, request.prompt.encode("utf-8")),
-            self._tensor(ep.max_tokens_name, request.max_tokens),
-        ]
-        if self.has_stream_input:
-            inputs.append(self._tensor("stream", ep.streaming))
-        inputs.extend(self._tensor(name, value) for name, value in ep.extra_inputs.items())
-        return inputs
+        self.next_id += 1
+        req = service_pb2.ModelInferRequest(
+            model_name=ep.model, id=str(self.next_id),
+            inputs=[self._tensor(ep.text_input_name), self._tensor(ep.max_tokens_name), *self.fixed_tensors],
+            outputs=[service_pb2.ModelInferRequest.InferRequestedOutputTensor(name=ep.text_output_name)],
+            raw_input_contents=[encode("BYTES", request.prompt.encode()),
+                                encode(self.dtypes[ep.max_tokens_name], request.max_tokens), *self.fixed_contents],
+        )  # fmt: skip
+        if self.decoupled:
+            req.parameters["triton_enable_empty_final_response"].bool_param = True
+        return req
 
-    def _text(self, result: Any) -> str:
-        out = result.as_numpy(self.endpoint.text_output_name)
-        if out is None or out.size == 0:
-            return ""
-        value = out.reshape(-1)[0]
-        return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+    def _text(self, response: service_pb2.ModelInferResponse) -> str:
+        for index, output in enumerate(response.outputs):
+            if output.name == self.endpoint.text_output_name and index < len(response.raw_output_contents):
+                return first_text(response.raw_output_contents[index])
+        return ""
 
     async def send(self, request: PreparedRequest, result: RequestResult) -> None:
-        inputs = self._inputs(request)
-        outputs = [grpcclient.InferRequestedOutput(self.endpoint.text_output_name)]
+        req = self._request(request)
+        timeout = self.endpoint.request_timeout_s
         if not self.decoupled:
             result.mark_sent()
-            response = await self.client.infer(
-                self.endpoint.model, inputs, outputs=outputs, client_timeout=self.endpoint.request_timeout_s
-            )
+            response = await self.stub.ModelInfer(req, timeout=timeout)
             result.add_chunk(self._text(response))
             result.mark_end()
             return
-
-        async def one_request():
-            yield {
-                "model_name": self.endpoint.model,
-                "inputs": inputs,
-                "outputs": outputs,
-                "enable_empty_final_response": True,
-            }
-
-        result.mark_sent()
-        stream = self.client.stream_infer(one_request(), stream_timeout=self.endpoint.request_timeout_s)
+        stream = self.idle.pop() if self.idle else self.stub.ModelStreamInfer()
+        reusable = False
         try:
-            async for response, error in stream:
-                if error is not None:
-                    raise error
-                final = response.get_response().parameters.get("triton_final_response")
-                text = self._text(response)
-                if text:
-                    result.add_chunk(text)
-                if final is not None and final.bool_param:
-                    result.mark_end()
-                    return
+            result.mark_sent()
+            await stream.write(req)
+            async with asyncio.timeout(timeout):
+                while True:
+                    message = await stream.read()
+                    if message is grpc.aio.EOF:
+                        raise ServerError("stream closed before the final response")
+                    if message.error_message:
+                        raise ServerError(message.error_message)
+                    response = message.infer_response
+                    text = self._text(response)
+                    if text:
+                        result.add_chunk(text)
+                    final = response.parameters.get("triton_final_response")
+                    if final is not None and final.bool_param:
+                        result.mark_end()
+                        reusable = True
+                        return
         finally:
-            stream.cancel()
-        raise InferenceServerException("stream closed before the final response")
+            if reusable:
+                self.idle.append(stream)
+            else:
+                stream.cancel()
 
     async def close(self) -> None:
-        if getattr(self, "client", None) is not None:
-            await self.client.close()
+        for stream in getattr(self, "idle", []):
+            stream.cancel()
+        if getattr(self, "channel", None) is not None:
+            await self.channel.close()
