@@ -1,0 +1,72 @@
+"""Output directories keyed by the content of their inputs, and the marker that tells a complete one.
+
+``<cache>/checkpoints/<family>-<precision>[-kv<dtype>]-tp<T>pp<P>-<key>/`` and
+``<cache>/engines/<checkpoint name>-bs<B>-isl<I>-seq<S>-<key>/``, where ``key`` is the first 12 hex digits
+of the SHA-256 of the canonical JSON of the inputs (model and revision, precision, TP/PP, calibration data
+hash, every tool option, tool version; for an engine, the checkpoint's directory name, itself keyed). The
+same inputs give the same directory, so a point reuses its engine and every engine built from one
+checkpoint shares it.
+
+The marker ``.trtsweep-complete.json`` (inputs, command, duration, finish time) is written last and
+atomically: a directory without it is a crashed or interrupted half artifact and is removed before the
+step runs again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.fileio import atomic_write_text
+
+MARKER = ".trtsweep-complete.json"
+KEY_LENGTH = 12
+
+
+def key(inputs: Mapping[str, Any]) -> str:
+    """Content key of ``inputs`` (JSON-serializable): stable across hosts, runs and key order."""
+    canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:KEY_LENGTH]
+
+
+def directory(cache_dir: Path, kind: str, prefix: str, inputs: Mapping[str, Any]) -> Path:
+    """``<cache_dir>/<kind>/<prefix>-<key(inputs)>``."""
+    return cache_dir / kind / f"{prefix}-{key(inputs)}"
+
+
+def strip_key(name: str) -> str:
+    """A directory name without its trailing ``-<key>``."""
+    stem, _, tail = name.rpartition("-")
+    return stem if stem and len(tail) == KEY_LENGTH else name
+
+
+def marker(path: Path) -> dict[str, Any] | None:
+    """The completion record of ``path``, or None when it is missing, unreadable or for other inputs."""
+    try:
+        record = json.loads((path / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and record.get("key") == path.name[-KEY_LENGTH:] else None
+
+
+def reset(path: Path) -> bool:
+    """Make ``path`` an empty directory for a fresh run; True when a half artifact was removed."""
+    if path.exists() and marker(path) is not None:
+        raise TrtsweepError(f"{path} is complete; refusing to remove it")
+    removed = path.exists()
+    if removed:
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return removed
+
+
+def complete(path: Path, record: Mapping[str, Any]) -> dict[str, Any]:
+    """Write the marker (last step of an artifact); returns the record as written."""
+    written = {**record, "key": path.name[-KEY_LENGTH:]}
+    atomic_write_text(path / MARKER, json.dumps(written, indent=2, ensure_ascii=False) + "\n")
+    return written

@@ -1,0 +1,159 @@
+"""The two build steps the Ansible modules run: HF model -> TRT-LLM checkpoint, checkpoint -> engine.
+
+Each step validates everything first (version, precision/family/version combination, every flag), then
+derives its content-keyed output directory: a complete one (marker present) is reused and nothing runs;
+a half one is removed and the tool runs again. Check mode stops after planning: it returns the command
+that would run and whether anything would change. With ``results_dir`` a step records its command,
+timings and log into the point's results (``checkpoint.json``/``.log``, ``trtllm_build.json``/``.log``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from trtsweep.build import artifacts, calibration, commands, engine, precisions, runner, versions
+from trtsweep.errors import TrtsweepError
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """``path``: the artifact; ``command``: the argv that ran (or would run); ``changed``: something was (check
+    mode: would be) built; ``reused``: complete already; ``removed_partial``: a half artifact was removed;
+    ``entry``: what was recorded into the results (timings, sizes)."""
+
+    path: str
+    command: list[str]
+    changed: bool
+    reused: bool
+    log_file: str
+    removed_partial: bool = False
+    entry: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """One engine: a checkpoint made by `prepare_checkpoint`, the tools' release, the build options, and the
+    TP/PP and dtype of the checkpoint (checked against the built engine)."""
+
+    checkpoint_dir: str
+    version: str
+    options: commands.BuildOptions
+    tp: int = 1
+    pp: int = 1
+    dtype: str = "float16"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _finish(out: Path, log: Path, argv: list[str], results_dir: str | None, name: str, entry: dict) -> Outcome:
+    if results_dir:
+        engine.record(Path(results_dir), name, entry, log)
+    return Outcome(str(out), argv, not entry["reused"], entry["reused"], str(log), entry.get("removed_partial", False),
+                   entry)  # fmt: skip
+
+
+def prepare_checkpoint(
+    spec: commands.CheckpointSpec, cache_dir: Path, runtime: runner.Runtime, *, results_dir: str | None = None,
+    hf_token: str | None = None, check_mode: bool = False,
+) -> Outcome:  # fmt: skip
+    """Make (or reuse) the checkpoint of ``spec`` under ``<cache_dir>/checkpoints/``."""
+    version = versions.parse(spec.version)
+    recipe = precisions.recipe(
+        spec.precision, spec.family, version, kv_cache_dtype=spec.kv_cache_dtype, dtype=spec.dtype,
+        smoothquant_alpha=spec.smoothquant_alpha, awq_block_size=spec.awq_block_size,
+    )  # fmt: skip
+    calib = None
+    if spec.calib_data and recipe.calibrates:
+        if recipe.calib_flag is None:
+            raise TrtsweepError(
+                f"calib_data: {recipe.tool} of TensorRT-LLM {spec.version} has no --calib_dataset (it calibrates on "
+                "its default dataset); leave calib_data unset"
+            )
+        calib = calibration.prepare(Path(spec.calib_data), cache_dir, spec.calib_size, write=False)
+    relative = (
+        versions.convert_script(version, spec.family)
+        if recipe.tool == precisions.CONVERT
+        else versions.quantize_script(version)
+    )
+
+    def command(output_dir: str) -> commands.Command:
+        return commands.checkpoint_command(
+            spec, recipe, python=runtime.python, script=runtime.script(relative), output_dir=output_dir,
+            calib_dir=str(calib.directory(recipe.tool)) if calib else None, calib_size=spec.calib_size,
+        )  # fmt: skip
+
+    inputs = {
+        "kind": "checkpoint", "trtllm_version": spec.version.strip(), "tool": recipe.tool, "family": spec.family,
+        "precision": spec.precision, "kv_cache_dtype": spec.kv_cache_dtype, "tp": spec.tp, "pp": spec.pp,
+        "dtype": recipe.dtype, "model": spec.model_id or str(Path(spec.model_dir).resolve()),
+        "revision": spec.model_revision, "calibration": calib.sha256 if calib else None,
+        "options": command("-").options,
+    }  # fmt: skip
+    kv = f"-kv{spec.kv_cache_dtype}" if spec.kv_cache_dtype else ""
+    out = artifacts.directory(cache_dir, "checkpoints", f"{spec.family}-{spec.precision}{kv}-tp{spec.tp}pp{spec.pp}",
+                              inputs)  # fmt: skip
+    argv = runtime.wrap(command(str(out)).argv, [spec.model_dir, str(cache_dir)], f"trtsweep-{out.name}")
+    log = out / f"trtsweep-{Path(recipe.tool).stem}.log"
+    base = {"checkpoint_dir": str(out), "tool": recipe.tool, "trtllm_version": spec.version.strip(), "command": argv}
+    done = artifacts.marker(out)
+    if done is not None:
+        return _finish(out, log, argv, results_dir, "checkpoint",
+                       {**base, "reused": True, "duration_s": done.get("duration_s")})  # fmt: skip
+    if check_mode:
+        return Outcome(str(out), argv, True, False, str(log))
+    removed = artifacts.reset(out)
+    if calib:
+        calibration.prepare(Path(spec.calib_data or ""), cache_dir, spec.calib_size)
+    env = {"HF_TOKEN": hf_token} if hf_token else None
+    duration = runner.run(argv, log, tool=recipe.tool, runtime=runtime, extra_env=env, name=f"trtsweep-{out.name}")
+    summary = engine.check_checkpoint(out, spec.tp, spec.pp)
+    artifacts.complete(out, {"inputs": inputs, "command": argv, "duration_s": duration, "finished_at": _now(),
+                             "log": log.name, **summary})  # fmt: skip
+    entry = {**base, "reused": False, "removed_partial": removed, "duration_s": duration, **summary}
+    return _finish(out, log, argv, results_dir, "checkpoint", entry)
+
+
+def build_engine(
+    spec: EngineSpec, cache_dir: Path, runtime: runner.Runtime, *, results_dir: str | None = None,
+    check_mode: bool = False,
+) -> Outcome:  # fmt: skip
+    """Build (or reuse) the engine of ``spec`` under ``<cache_dir>/engines/`` and check its config.json."""
+    version = versions.parse(spec.version)
+    checkpoint = Path(spec.checkpoint_dir)
+    if artifacts.marker(checkpoint) is None and not check_mode:
+        raise TrtsweepError(
+            f"checkpoint_dir {checkpoint}: not a complete checkpoint (no {artifacts.MARKER}); "
+            "run the quantize step first"
+        )
+    opts = spec.options
+    flags = commands.build_options(version, opts, spec.dtype)
+    seq = opts.max_seq_len or opts.max_input_len + opts.max_output_len
+    inputs = {"kind": "engine", "trtllm_version": spec.version.strip(), "checkpoint": checkpoint.name,
+              "tp": spec.tp, "pp": spec.pp, "options": flags}  # fmt: skip
+    prefix = f"{artifacts.strip_key(checkpoint.name)}-bs{opts.max_batch_size}-isl{opts.max_input_len}-seq{seq}"
+    out = artifacts.directory(cache_dir, "engines", prefix, inputs)
+    command = commands.build_command(version, opts, dtype=spec.dtype, trtllm_build=runtime.trtllm_build,
+                                     checkpoint_dir=str(checkpoint), output_dir=str(out))  # fmt: skip
+    argv = runtime.wrap(command.argv, [str(checkpoint), str(cache_dir)], f"trtsweep-{out.name}")
+    log = out / "trtsweep-trtllm-build.log"
+    base = {"engine_dir": str(out), "checkpoint_dir": str(checkpoint), "trtllm_version": spec.version.strip(),
+            "command": argv}  # fmt: skip
+    done = artifacts.marker(out)
+    if done is not None:
+        summary = engine.check_engine(out, spec.tp, spec.pp, opts.max_batch_size, opts.max_input_len, seq)
+        entry = {**base, "reused": True, "duration_s": done.get("duration_s"), **summary}
+        return _finish(out, log, argv, results_dir, "trtllm_build", entry)
+    if check_mode:
+        return Outcome(str(out), argv, True, False, str(log))
+    removed = artifacts.reset(out)
+    duration = runner.run(argv, log, tool="trtllm-build", runtime=runtime, name=f"trtsweep-{out.name}")
+    summary = engine.check_engine(out, spec.tp, spec.pp, opts.max_batch_size, opts.max_input_len, seq)
+    artifacts.complete(out, {"inputs": inputs, "command": argv, "duration_s": duration, "finished_at": _now(),
+                             "log": log.name, **summary})  # fmt: skip
+    entry = {**base, "reused": False, "removed_partial": removed, "duration_s": duration, **summary}
+    return _finish(out, log, argv, results_dir, "trtllm_build", entry)
