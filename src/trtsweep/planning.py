@@ -7,6 +7,7 @@ Sweep definition (``trtsweep_sweep``)::
 
     name: smollm2-cpu-demo              # results/<name>/
     backend: hf                         # hf | tensorrtllm
+    trtllm: {version: "0.11.0", family: qwen, dir: /app/tensorrt_llm}   # tensorrtllm only (see TRTLLM_KEYS)
     models:                             # one or more
       - {repo_id: HuggingFaceTB/SmolLM2-135M-Instruct, name: smollm2-135m, revision: null}
     precisions: [float32]               # hf: float32 | bfloat16 | float16
@@ -24,13 +25,27 @@ import itertools
 import re
 from typing import Any
 
+from trtsweep.build.precisions import PRECISIONS as TRTLLM_PRECISIONS
+from trtsweep.build.versions import FAMILIES, parse
 from trtsweep.errors import TrtsweepError
 
-BACKENDS = ("hf",)
-PRECISIONS = {"hf": ("float32", "bfloat16", "float16")}
+BACKENDS = ("hf", "tensorrtllm")
+PRECISIONS = {"hf": ("float32", "bfloat16", "float16"), "tensorrtllm": TRTLLM_PRECISIONS}
+# The TensorRT-LLM installation a tensorrtllm sweep builds with (all points share it).
+TRTLLM_KEYS = {
+    "version": "TensorRT-LLM version of the build container / install, e.g. 0.11.0 (required)",
+    "family": "model family of convert_checkpoint.py: llama | qwen (required)",
+    "dir": "TensorRT-LLM source tree holding examples/ (convert_checkpoint.py, quantize.py)",
+    "python": "python of that install",
+    "runtime": "native | container (build steps; the Triton runtime comes from trtsweep_triton_runtime)",
+    "container_image": "TRT-LLM (Triton) image for the container runtime",
+    "kv_cache_dtype": "int8 | fp8 KV cache, or null",
+    "calib_size": "calibration samples (quantize.py / SmoothQuant)",
+    "calibrate_on_prompts": "calibrate on the benchmark's own prompts instead of the tool's default dataset",
+}
 PROTOCOLS = ("grpc", "http")
 AXES = ("models", "precisions", "parallelism", "max_batch_sizes", "lengths", "streaming")
-KNOWN = {"name", "backend", "triton", "benchmark", *AXES}
+KNOWN = {"name", "backend", "trtllm", "triton", "benchmark", *AXES}
 BENCHMARK_KEYS = {
     "protocol",
     "concurrency",
@@ -92,6 +107,26 @@ def _benchmark(value: Any) -> dict[str, Any]:
     return {"protocol": "grpc", "warmup_requests": 1, "chat_template": False, "seed": 0, **value}
 
 
+def _trtllm(backend: str, value: Any) -> dict[str, Any]:
+    if backend != "tensorrtllm":
+        if value:
+            raise _fail("trtllm", "only used with backend: tensorrtllm")
+        return {}
+    if not isinstance(value, dict):
+        raise _fail("trtllm", f"backend tensorrtllm needs a mapping with {sorted(TRTLLM_KEYS)}")
+    unknown = set(value) - set(TRTLLM_KEYS)
+    if unknown:
+        raise _fail("trtllm", f"unknown key(s) {sorted(unknown)}; known: {sorted(TRTLLM_KEYS)}")
+    if not isinstance(value.get("version"), str):
+        raise _fail("trtllm.version", "expected the TensorRT-LLM version as a string, e.g. '0.11.0'")
+    parse(value["version"])
+    if value.get("family") not in FAMILIES:
+        raise _fail("trtllm.family", f"expected one of {FAMILIES}, got {value.get('family')!r}")
+    if value.get("runtime", "native") not in ("native", "container"):
+        raise _fail("trtllm.runtime", f"expected native or container, got {value.get('runtime')!r}")
+    return {"runtime": "native", "python": "python3", "calibrate_on_prompts": False, **value}
+
+
 def expand(sweep: Any) -> list[dict[str, Any]]:
     """All points of the sweep matrix, in a stable order; raises TrtsweepError naming the bad field."""
     if not isinstance(sweep, dict):
@@ -134,6 +169,7 @@ def expand(sweep: Any) -> list[dict[str, Any]]:
     if not isinstance(triton, dict):
         raise _fail("triton", "expected a mapping of triton_repo parameters")
     benchmark = _benchmark(sweep.get("benchmark"))
+    trtllm = _trtllm(backend, sweep.get("trtllm"))
 
     points = []
     for model, precision, (tp, pp), bs, (isl, osl), stream in itertools.product(
@@ -156,6 +192,7 @@ def expand(sweep: Any) -> list[dict[str, Any]]:
                 "streaming": stream,
                 "triton": dict(triton),
                 "benchmark": dict(benchmark),
+                "trtllm": dict(trtllm),
             }
         )
     ids = [p["id"] for p in points]

@@ -61,3 +61,42 @@ def test_hosts_round_robin_and_empty_inventory():
     assert [p["host"] for p in points] == ["a", "b", "a", "b"]
     with pytest.raises(TrtsweepError, match="inventory group trtsweep_hosts is empty"):
         assign_hosts(points, [])
+
+
+def trt(**over):
+    return sweep(backend="tensorrtllm", precisions=["fp8", "int8_wo"], parallelism=[{"tp": 2, "pp": 1}],
+                 trtllm={"version": "0.11.0", "family": "qwen", "dir": "/app/tensorrt_llm", **over})  # fmt: skip
+
+
+def test_tensorrtllm_points_carry_the_build_installation():
+    points = expand(trt())
+    assert [p["id"] for p in points][:2] == [
+        "smol_fp8_tp2pp1_bs4_isl512osl64_stream",
+        "smol_fp8_tp2pp1_bs8_isl512osl64_stream",
+    ]
+    assert points[0]["world_size"] == 2
+    assert points[0]["trtllm"] == {"version": "0.11.0", "family": "qwen", "dir": "/app/tensorrt_llm",
+                                   "runtime": "native", "python": "python3", "calibrate_on_prompts": False}  # fmt: skip
+    assert expand(sweep())[0]["trtllm"] == {}
+
+
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"version": "0.6.0"}, "trtllm_version 0.6.0: the engine flow"),
+        ({"family": "mistral"}, "sweep field 'trtllm.family'"),
+        ({"runtime": "k8s"}, "sweep field 'trtllm.runtime'"),
+        ({"colour": 1}, "sweep field 'trtllm': unknown key(s) ['colour']"),
+    ],
+)
+def test_bad_trtllm_settings(over, message):
+    with pytest.raises(TrtsweepError) as err:
+        expand(trt(**over))
+    assert message in str(err.value)
+
+
+def test_trtllm_settings_only_with_the_tensorrtllm_backend():
+    with pytest.raises(TrtsweepError, match="only used with backend: tensorrtllm"):
+        expand(sweep(trtllm={"version": "0.11.0"}))
+    with pytest.raises(TrtsweepError, match="is not supported by backend tensorrtllm"):
+        expand(trt() | {"precisions": ["float32"]})
