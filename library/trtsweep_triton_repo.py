@@ -9,17 +9,22 @@ DOCUMENTATION = r"""
 module: trtsweep_triton_repo
 short_description: Generate and check a Triton TensorRT-LLM style model repository
 description:
-  - Renders C(preprocessing), C(tensorrt_llm), C(postprocessing) and C(ensemble) from trtsweep's own
-    templates, writes only files whose content changed, and checks the result (no placeholder left,
-    every config.pbtxt parses with Triton's ModelConfig schema, ensemble steps wired to existing tensors).
+  - Renders C(preprocessing), C(tensorrt_llm), C(postprocessing), C(ensemble) and optionally
+    C(tensorrt_llm_bls) from trtsweep's own templates, writes only files whose content changed, and checks
+    the result (no placeholder left, every config.pbtxt parses with Triton's ModelConfig schema, ensemble
+    steps wired to existing tensors).
+  - Backend C(hf) serves an HF model with transformers in Triton's python backend; backend C(tensorrtllm)
+    serves a trtllm-build engine with the TensorRT-LLM C++ backend, its config following C(trtllm_version).
 options:
   dest:
     description: Directory of the model repository.
     type: path
     required: true
   params:
-    description: Repository parameters (see C(trtsweep.triton.repository.DEFAULTS)); C(engine_dir) and
-      C(tokenizer_dir) are required.
+    description: Repository parameters (documented in C(trtsweep.triton.repository); defaults in
+      C(trtsweep.triton.repository.DEFAULTS)); C(engine_dir) and C(tokenizer_dir) are required, and
+      C(trtllm_version) for backend C(tensorrtllm). Cross-field rules (streaming, beams, engine limits from
+      C(<engine_dir>/config.json)) fail the task with a one-line message naming the field.
     type: dict
     required: true
 attributes:
@@ -38,6 +43,20 @@ EXAMPLES = r"""
       tokenizer_dir: /models/SmolLM2-135M-Instruct
       triton_max_batch_size: 4
       decoupled_mode: true
+
+- name: Generate the repository of a TensorRT-LLM 0.14 engine, with the BLS model
+  trtsweep_triton_repo:
+    dest: /srv/trtsweep/points/p2/triton_repo
+    params:
+      backend: tensorrtllm
+      trtllm_version: 0.14.0
+      engine_dir: /engines/Qwen2-14B-Instruct-Int4/2-gpu
+      tokenizer_dir: /models/Qwen2-14B-Instruct
+      triton_max_batch_size: 64
+      decoupled_mode: true
+      kv_cache_free_gpu_mem_fraction: 0.5
+      bls: true
+      accumulate_tokens: true
 """
 
 RETURN = r"""

@@ -2,14 +2,16 @@
 
 Inputs:  TOKENS_BATCH (INT32 [-1, -1]: beams x tokens), SEQUENCE_LENGTH (INT32 [-1]: per beam).
 Outputs: OUTPUT (BYTES [-1]: one text per beam).
-Parameters: tokenizer_dir, skip_special_tokens.
+Parameters: tokenizer_dir, skip_special_tokens, tokenizer_type (auto, llama, t5; default auto).
 """
 
 import json
 
 import numpy as np
+import transformers
 import triton_python_backend_utils as pb_utils
-from transformers import AutoTokenizer
+
+TOKENIZER_CLASSES = {"auto": "AutoTokenizer", "llama": "LlamaTokenizer", "t5": "T5Tokenizer"}
 
 
 def _param(config, key, default=None):
@@ -21,7 +23,8 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         self.skip_special = _param(config, "skip_special_tokens", "true").lower() in ("true", "1")
-        self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir"), trust_remote_code=True)
+        tokenizer_class = getattr(transformers, TOKENIZER_CLASSES[_param(config, "tokenizer_type", "auto")])
+        self.tokenizer = tokenizer_class.from_pretrained(_param(config, "tokenizer_dir"), trust_remote_code=True)
 
     def _one(self, request):
         tokens = pb_utils.get_input_tensor_by_name(request, "TOKENS_BATCH").as_numpy()

@@ -5,14 +5,16 @@ Inputs:  QUERY (BYTES [1]), REQUEST_OUTPUT_LEN (INT32 [1]), optional BAD_WORDS_D
 Outputs: INPUT_ID (INT32 [-1]), REQUEST_INPUT_LEN (INT32 [1]), REQUEST_OUTPUT_LEN (INT32 [1]),
          BAD_WORDS_IDS / STOP_WORDS_IDS (INT32 [2, -1]: flattened ids, then cumulative end offsets padded
          with -1), OUT_END_ID / OUT_PAD_ID (INT32 [1]).
-Parameters: tokenizer_dir, add_special_tokens.
+Parameters: tokenizer_dir, add_special_tokens, tokenizer_type (auto, llama, t5; default auto).
 """
 
 import json
 
 import numpy as np
+import transformers
 import triton_python_backend_utils as pb_utils
-from transformers import AutoTokenizer
+
+TOKENIZER_CLASSES = {"auto": "AutoTokenizer", "llama": "LlamaTokenizer", "t5": "T5Tokenizer"}
 
 
 def _param(config, key, default=None):
@@ -49,7 +51,8 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         tokenizer_dir = _param(config, "tokenizer_dir")
         self.add_special_tokens = _param(config, "add_special_tokens", "false").lower() in ("true", "1")
-        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, padding_side="left", trust_remote_code=True)
+        tokenizer_class = getattr(transformers, TOKENIZER_CLASSES[_param(config, "tokenizer_type", "auto")])
+        self.tokenizer = tokenizer_class.from_pretrained(tokenizer_dir, padding_side="left", trust_remote_code=True)
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.end_id = self.tokenizer.eos_token_id

@@ -6,8 +6,8 @@ is TensorRT-LLM on a GPU or transformers on a CPU (or CUDA when present):
 
 Inputs:  input_ids INT32 [-1], input_lengths INT32 [1], request_output_len INT32 [1], optional end_id,
          pad_id INT32 [1], stop_words_list / bad_words_list INT32 [2, -1], runtime_top_k INT32 [1],
-         runtime_top_p FP32 [1], temperature FP32 [1], random_seed UINT64 [1], streaming BOOL [1],
-         exclude_input_in_output BOOL [1].
+         runtime_top_p FP32 [1], temperature FP32 [1], min_length INT32 [1], random_seed UINT64 [1],
+         beam_width INT32 [1] (1 only: no beam search), streaming BOOL [1], exclude_input_in_output BOOL [1].
 Outputs: output_ids INT32 [-1, -1] (beams x tokens), sequence_length INT32 [-1].
 
 Decoupled mode (model_transaction_policy.decoupled) streams one response per generation step when the
@@ -107,7 +107,10 @@ class TritonPythonModel:
         top_k = _scalar(request, "runtime_top_k", 0, int)
         top_p = _scalar(request, "runtime_top_p", 0.0, float)
         temperature = _scalar(request, "temperature", 1.0, float)
+        min_tokens = _scalar(request, "min_length", 0, int)
         seed = _scalar(request, "random_seed", 0, int)
+        if _scalar(request, "beam_width", 1, int) > 1:
+            raise ValueError("beam_width > 1: the hf backend has no beam search")
         streaming = _scalar(request, "streaming", False, bool)
         exclude = _scalar(request, "exclude_input_in_output", self.exclude_input, bool)
         stop_words = _word_list(request, "stop_words_list")
@@ -125,6 +128,8 @@ class TritonPythonModel:
                 past = out.past_key_values
                 tail = prompt + generated
                 banned = {w[-1] for w in bad_words if tuple(tail[len(tail) - len(w) + 1 :]) == w[:-1]}
+                if len(generated) < min_tokens and end_id is not None:
+                    banned.add(end_id)
                 token = self._select(out.logits[0, -1, :].clone(), top_k, top_p, temperature, generator, banned)
                 if token == end_id:
                     break
