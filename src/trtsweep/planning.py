@@ -10,7 +10,7 @@ Sweep definition (``trtsweep_sweep``)::
     trtllm: {version: "0.11.0", family: qwen, dir: /app/tensorrt_llm}   # tensorrtllm only (see TRTLLM_KEYS)
     models:                             # one or more
       - {repo_id: HuggingFaceTB/SmolLM2-135M-Instruct, name: smollm2-135m, revision: null}
-    precisions: [float32]               # hf: float32 | bfloat16 | float16
+    precisions: [float32]               # hf: float32 | bfloat16 | float16 | int8 (weight-only, CPU)
     parallelism: [{tp: 1, pp: 1}]
     max_batch_sizes: [4]
     lengths: [{input: 1024, output: 256}]   # engine limits (max_input_len / output)
@@ -30,7 +30,7 @@ from trtsweep.build.versions import FAMILIES, parse
 from trtsweep.errors import TrtsweepError
 
 BACKENDS = ("hf", "tensorrtllm")
-PRECISIONS = {"hf": ("float32", "bfloat16", "float16"), "tensorrtllm": TRTLLM_PRECISIONS}
+PRECISIONS = {"hf": ("float32", "bfloat16", "float16", "int8"), "tensorrtllm": TRTLLM_PRECISIONS}
 # The TensorRT-LLM installation a tensorrtllm sweep builds with (all points share it).
 TRTLLM_KEYS = {
     "version": "TensorRT-LLM version of the build container / install, e.g. 0.11.0 (required)",

@@ -110,3 +110,13 @@ def test_non_decoupled_repository_serves_unary_requests(demo_model, tmp_path, ch
     finally:
         server.stop(state)
     assert not server.is_running(state)
+
+
+def test_int8_weight_only_repository_gives_the_same_greedy_answer(demo_model, tmp_path, chat_prompt):
+    repo = hf_repo(tmp_path / "repo", demo_model.hf_dir, hf_dtype="int8", hf_device="cpu", triton_max_batch_size=2)
+    state, spec = start_server(repo, tmp_path)
+    try:
+        (reply,) = post(spec, "generate", {"text_input": chat_prompt, "max_tokens": 24})
+        assert reply["text_output"] == ANSWER
+    finally:
+        server.stop(state)

@@ -63,21 +63,25 @@ def task_changes(runner: ansible_runner.Runner) -> dict[str, bool]:
 @pytest.mark.e2e
 def test_embedded_sweep_runs_end_to_end_and_reruns_without_changes(tmp_path):
     run_ok(tmp_path)
-    point = "smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream"
     results = tmp_path / "results" / "smollm2-cpu-demo"
-    files = {p.name for p in (results / point).iterdir()}
-    assert {"llm_perf.json", "llm_perf.csv", "llm_perf.summary.json", "point.json", "triton_server.log"} <= files
-    summary = json.loads((results / point / "llm_perf.summary.json").read_text())
-    assert [lvl["concurrency"] for lvl in summary["levels"]] == [1, 2, 4]
-    for level in summary["levels"]:
-        s = level["summary"]
-        assert s["failed"] == 0 and s["succeeded"] == 16
-        assert s["ttft_ms"]["p50"] > 0 and s["output_token_throughput"] > 0 and s["input_token_throughput"] > 0
-        assert 0.0 <= s["accuracy"]["rougeL"] <= 1.0
-    profile = json.loads((results / point / "llm_perf.json").read_text())
-    assert len(profile["levels"][0]["requests"]) == 17  # 16 measured + 1 warm-up, every one recorded
-    assert (results / "report.md").is_file() and (results / "report.csv").is_file()
-    assert not (tmp_path / "work" / "smollm2-cpu-demo" / point / "triton_server.json").exists()  # stopped
+    for precision in ("float32", "int8"):  # the embedded sweep compares precisions
+        point = f"smollm2-135m_{precision}_tp1pp1_bs4_isl1024osl128_stream"
+        files = {p.name for p in (results / point).iterdir()}
+        assert {"llm_perf.json", "llm_perf.csv", "llm_perf.summary.json", "point.json", "triton_server.log"} <= files
+        summary = json.loads((results / point / "llm_perf.summary.json").read_text())
+        assert [lvl["concurrency"] for lvl in summary["levels"]] == [1, 2, 4]
+        for level in summary["levels"]:
+            s = level["summary"]
+            assert s["failed"] == 0 and s["succeeded"] == 16
+            assert s["ttft_ms"]["p50"] > 0 and s["output_token_throughput"] > 0 and s["input_token_throughput"] > 0
+            assert 0.0 <= s["accuracy"]["rougeL"] <= 1.0
+            assert s["server_metrics"]["per_model"]["ensemble"]["requests"] >= 16
+        profile = json.loads((results / point / "llm_perf.json").read_text())
+        assert len(profile["levels"][0]["requests"]) == 17  # 16 measured + 1 warm-up, every one recorded
+        assert not (tmp_path / "work" / "smollm2-cpu-demo" / point / "triton_server.json").exists()  # stopped
+    report = (results / "report.md").read_text()
+    assert "smollm2-135m_int8" in report and "smollm2-135m_float32" in report
+    assert (results / "report.csv").is_file()
 
     second = run_ok(tmp_path)
     changes = task_changes(second)

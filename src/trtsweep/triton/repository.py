@@ -63,7 +63,7 @@ from trtsweep.triton import versions
 from trtsweep.triton.versions import VersionFacts
 
 BACKENDS = ("hf", "tensorrtllm")
-HF_DTYPES = ("float32", "bfloat16", "float16")
+HF_DTYPES = ("float32", "bfloat16", "float16", "int8")
 TENSOR_DTYPES = ("TYPE_FP32", "TYPE_FP16", "TYPE_BF16")
 
 DEFAULTS: dict[str, Any] = {

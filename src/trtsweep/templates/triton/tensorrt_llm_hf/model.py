@@ -27,7 +27,8 @@ import torch
 import triton_python_backend_utils as pb_utils
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# int8: weights quantized to int8 per tensor with torch's dynamic quantization (CPU), activations float32
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.float32}
 
 
 def _param(config, key, default=None):
@@ -73,7 +74,11 @@ class TritonPythonModel:
         if threads > 0:
             torch.set_num_threads(threads)
         self.exclude_input = _param(config, "exclude_input_in_output", "true").lower() in ("true", "1")
+        if dtype == "int8" and self.device.type != "cpu":
+            raise pb_utils.TritonModelException("hf_dtype int8 (torch dynamic quantization) runs on the CPU only")
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=DTYPES[dtype]).to(self.device).eval()
+        if dtype == "int8":
+            self.model = torch.ao.quantization.quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
         self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir", model_dir))
         workers = int(_param(config, "max_concurrency", "8"))
         self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="hf-gen")
