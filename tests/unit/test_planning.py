@@ -100,3 +100,14 @@ def test_trtllm_settings_only_with_the_tensorrtllm_backend():
         expand(sweep(trtllm={"version": "0.11.0"}))
     with pytest.raises(TrtsweepError, match="is not supported by backend tensorrtllm"):
         expand(trt() | {"precisions": ["float32"]})
+
+
+def test_the_example_sweep_files_plan():
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    for path in [*sorted((root / "sweeps").glob("*.yml")), root / "group_vars" / "all" / "sweep.yml"]:
+        points = expand(yaml.safe_load(path.read_text())["trtsweep_sweep"])
+        assert points, path
