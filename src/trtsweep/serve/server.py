@@ -286,11 +286,24 @@ def _ready(url: str) -> bool:
         return False
 
 
+def _accepting(address: str, port: int) -> bool:
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(address, address)
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
 def wait_ready(state: ServerState, timeout_s: float) -> float:
-    """Block until the server reports ready; on failure stop it and raise with the log tail."""
+    """Block until the server reports ready and every port it was given accepts connections.
+
+    Triton answers /v2/health/ready before its metrics endpoint listens, so health alone is not enough
+    for a client that scrapes metrics right away. On failure stop it and raise with the log tail.
+    """
     started = time.monotonic()
     while True:
-        if _ready(state.health_url):
+        if _ready(state.health_url) and all(_accepting(state.bind_address, p) for p in state.ports.values()):
             return time.monotonic() - started
         if not is_running(state):
             reason = "exited before becoming ready"
