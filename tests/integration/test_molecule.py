@@ -14,7 +14,7 @@ from trtsweep.serve import server
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("scenario", ["triton_repo", "triton_serve", "llm_perf"])
+@pytest.mark.parametrize("scenario", ["build", "triton_repo", "triton_serve", "llm_perf"])
 def test_molecule_scenario(scenario, tmp_path):
     http, grpc, metrics = free_ports(3)
     env = {
