@@ -3,7 +3,8 @@
 Each double parses its argv with trtsweep's accepted-flag table for the release named by
 TRTSWEEP_FAKE_TRTLLM_VERSION (argparse exits 2 on an unknown flag or a bad choice, as the real tools do),
 appends {"tool", "argv", "version"} to the JSON-lines file TRTSWEEP_FAKE_RECORD, and writes plausible
-outputs. TRTSWEEP_FAKE_FAIL=crash writes half the outputs and exits 1; TRTSWEEP_FAKE_ECHO_TOKEN=1 prints
+outputs. TRTSWEEP_FAKE_FAIL=crash writes half the outputs and exits 1, =hang writes half and sleeps until killed
+(``<mode>:engine`` or ``<mode>:safetensors``: only the tool writing those); TRTSWEEP_FAKE_ECHO_TOKEN=1 prints
 HF_TOKEN (to prove the log is scrubbed); TRTSWEEP_FAKE_ENGINE_TP overrides the engine's tp_size.
 """
 
@@ -13,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from trtsweep.build import versions
@@ -36,7 +38,16 @@ def start(tool: str, argv: list[str]) -> None:
     record = os.environ.get("TRTSWEEP_FAKE_RECORD")
     if record:
         with open(record, "a", encoding="utf-8") as out:
-            out.write(json.dumps({"tool": tool, "argv": argv, "version": os.environ["TRTSWEEP_FAKE_TRTLLM_VERSION"]}))
+            out.write(
+                json.dumps(
+                    {
+                        "tool": tool,
+                        "argv": argv,
+                        "version": os.environ["TRTSWEEP_FAKE_TRTLLM_VERSION"],
+                        "pid": os.getpid(),
+                    }
+                )
+            )
             out.write("\n")
     print(f"[TensorRT-LLM] fake {tool} {os.environ['TRTSWEEP_FAKE_TRTLLM_VERSION']}")
     if os.environ.get("TRTSWEEP_FAKE_ECHO_TOKEN") == "1":
@@ -47,9 +58,14 @@ def write_ranks(out: Path, config: dict, suffix: str, world_size: int) -> None:
     """config.json and one placeholder file per rank; a crash leaves rank 0 only and no config.json."""
     out.mkdir(parents=True, exist_ok=True)
     (out / f"rank0.{suffix}").write_bytes(b"\0" * 1024)
-    if os.environ.get("TRTSWEEP_FAKE_FAIL") == "crash":
+    mode, _, only = os.environ.get("TRTSWEEP_FAKE_FAIL", "").partition(":")
+    mode = mode if only in ("", suffix) else ""
+    if mode == "crash":
         print("RuntimeError: CUDA out of memory (simulated)", file=sys.stderr)
         sys.exit(1)
+    if mode == "hang":
+        sys.stdout.flush()
+        time.sleep(3600)
     for rank in range(1, world_size):
         (out / f"rank{rank}.{suffix}").write_bytes(b"\0" * 1024)
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.unit import build_env
@@ -17,7 +19,7 @@ PROMPTS = ROOT / "data" / "prompts.jsonl"
 SECRET = "hf_PlAyBoOkSeCrEt42"
 
 
-def playbook(fake: build_env.FakeTrtllm, tmp_path: Path, *extra: str) -> tuple[int, str]:
+def playbook_argv(fake: build_env.FakeTrtllm, tmp_path: Path, *extra: str) -> list[str]:
     extravars = {
         "build_version": os.environ["TRTSWEEP_FAKE_TRTLLM_VERSION"],
         "build_model_dir": str(fake.model_dir),
@@ -28,12 +30,17 @@ def playbook(fake: build_env.FakeTrtllm, tmp_path: Path, *extra: str) -> tuple[i
         "build_cache_dir": str(fake.cache_dir),
         "build_results_dir": str(tmp_path / "results"),
     }
-    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp")}
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "tests/playbooks/build.yml", "-e",
-         json.dumps(extravars), *extra],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    return [str(Path(sys.executable).parent / "ansible-playbook"), "tests/playbooks/build.yml", "-e",
+            json.dumps(extravars), *extra]  # fmt: skip
+
+
+def playbook_env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp")}
+
+
+def playbook(fake: build_env.FakeTrtllm, tmp_path: Path, *extra: str) -> tuple[int, str]:
+    proc = subprocess.run(playbook_argv(fake, tmp_path, *extra), cwd=ROOT, env=playbook_env(tmp_path),
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -71,3 +78,47 @@ def test_playbook_fails_with_one_line_on_a_bad_combination(tmp_path, monkeypatch
     assert rc != 0
     assert "int8_sq+kv_int8 for qwen on TensorRT-LLM 0.8 is not supported" in out
     assert fake.calls() == []
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_killing_the_playbook_mid_build_rebuilds_only_that_artifact(tmp_path, monkeypatch):
+    fake = build_env.make(tmp_path, monkeypatch, "0.13.0")
+    (tmp_path / "results").mkdir()
+    env = {**playbook_env(tmp_path), "TRTSWEEP_FAKE_FAIL": "hang:engine"}  # trtllm-build stops half-way
+    run = subprocess.Popen(playbook_argv(fake, tmp_path), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    tool_pid = None
+    try:
+        deadline = time.monotonic() + 120
+        while not list(fake.cache_dir.glob("engines/*/rank0.engine")):
+            assert run.poll() is None and time.monotonic() < deadline, "the build never started"
+            time.sleep(0.2)
+        tool_pid = fake.calls()[-1]["pid"]
+        step_pid = int(Path(f"/proc/{tool_pid}/stat").read_text().split(") ")[1].split()[1])  # the module process
+        os.killpg(run.pid, signal.SIGKILL)  # the whole run dies outright: the playbook ...
+        os.kill(step_pid, signal.SIGKILL)  # ... and the module (Ansible runs it in a session of its own)
+        run.wait()
+        deadline = time.monotonic() + 10
+        while alive(tool_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(tool_pid), "trtllm-build outlived the step that ran it"
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+        if tool_pid and alive(tool_pid):
+            os.kill(tool_pid, signal.SIGKILL)
+
+    rc, out = playbook(fake, tmp_path)
+    assert rc == 0, out[-4000:]
+    assert [c["tool"] for c in fake.calls()] == ["convert_checkpoint.py", "trtllm-build", "trtllm-build"]
+    results = tmp_path / "results"
+    assert json.loads((results / "checkpoint.json").read_text())["reused"] is True
+    build = json.loads((results / "trtllm_build.json").read_text())
+    assert build["reused"] is False and build["removed_partial"] is True

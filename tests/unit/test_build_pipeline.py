@@ -4,6 +4,10 @@ cache keys, completion markers, engine checks, results records, container argv, 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -140,6 +144,42 @@ def test_a_crashed_half_artifact_is_removed_and_rebuilt(tmp_path, monkeypatch):
     ckpt = pipeline.prepare_checkpoint(spec(fake, "0.12.0"), fake.cache_dir, fake.runtime)
     assert ckpt.path == str(half) and ckpt.changed and ckpt.removed_partial
     assert artifacts.marker(half) is not None
+
+
+def test_an_artifact_being_built_elsewhere_is_left_alone(tmp_path, monkeypatch):
+    fake = build_env.make(tmp_path, monkeypatch, "0.16.0")
+    ckpt = pipeline.prepare_checkpoint(spec(fake, "0.16.0"), fake.cache_dir, fake.runtime)
+    target = Path(pipeline.build_engine(engine_spec(ckpt.path, "0.16.0"), fake.cache_dir, fake.runtime,
+                                        check_mode=True).path)  # fmt: skip
+    target.mkdir(parents=True)
+    (target / "rank0.engine").write_bytes(b"half")
+    busy = rf"{target.name} is being built by pid {os.getpid()} on .* since .*"
+    # another sweep (or an orphaned tool) is building it
+    with artifacts.lock(target), pytest.raises(TrtsweepError, match=busy):
+        pipeline.build_engine(engine_spec(ckpt.path, "0.16.0"), fake.cache_dir, fake.runtime)
+    assert (target / "rank0.engine").read_bytes() == b"half"  # nothing was deleted under the running build
+    assert [c["tool"] for c in fake.calls()] == ["convert_checkpoint.py"]
+    built = pipeline.build_engine(engine_spec(ckpt.path, "0.16.0"), fake.cache_dir, fake.runtime)
+    assert built.path == str(target) and built.removed_partial
+
+
+def test_a_signal_to_the_step_stops_the_tool(tmp_path, monkeypatch):
+    fake = build_env.make(tmp_path, monkeypatch, "0.16.0")
+    ckpt = pipeline.prepare_checkpoint(spec(fake, "0.16.0"), fake.cache_dir, fake.runtime)
+    monkeypatch.setenv("TRTSWEEP_FAKE_FAIL", "hang")
+
+    def terminate_once_started() -> None:
+        deadline = time.monotonic() + 60
+        while not list(fake.cache_dir.glob("engines/*/rank0.engine")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=terminate_once_started, daemon=True).start()
+    with pytest.raises(TrtsweepError, match=r"trtllm-build stopped by SIGTERM; log: "):
+        pipeline.build_engine(engine_spec(ckpt.path, "0.16.0"), fake.cache_dir, fake.runtime)
+    tool = fake.calls()[-1]["pid"]
+    assert not Path(f"/proc/{tool}").exists()  # killed and reaped
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is gone again
 
 
 def test_engine_config_mismatch_is_an_error(tmp_path, monkeypatch):

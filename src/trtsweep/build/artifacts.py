@@ -10,14 +10,23 @@ checkpoint shares it.
 The marker ``.trtsweep-complete.json`` (inputs, command, duration, finish time) is written last and
 atomically: a directory without it is a crashed or interrupted half artifact and is removed before the
 step runs again.
+
+While a step runs, ``<dir>.lock`` (next to the directory) is held with ``flock``; the tool inherits the
+descriptor, so a tool that outlives a killed controller still holds it, and a second run (another sweep,
+or a rerun) is told who is building instead of deleting a directory under a running build.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
 import shutil
-from collections.abc import Mapping
+import socket
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +79,27 @@ def complete(path: Path, record: Mapping[str, Any]) -> dict[str, Any]:
     written = {**record, "key": path.name[-KEY_LENGTH:]}
     atomic_write_text(path / MARKER, json.dumps(written, indent=2, ensure_ascii=False) + "\n")
     return written
+
+
+@contextlib.contextmanager
+def lock(path: Path) -> Iterator[int]:
+    """Hold ``<path>.lock`` exclusively for the step that makes ``path``; yields the descriptor (pass it to
+    the tool so the lock lives as long as the tool does). Busy: a TrtsweepError naming the holder."""
+    lock_file = path.with_name(path.name + ".lock")
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "an unknown process"
+            raise TrtsweepError(
+                f"{path.name} is being built by {holder} (lock {lock_file}); wait for it, or stop that build and "
+                "run again"
+            ) from None
+        since = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {since}".encode(), 0)
+        yield fd
+    finally:
+        os.close(fd)

@@ -9,6 +9,7 @@ timings and log into the point's results (``checkpoint.json``/``.log``, ``trtllm
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -55,6 +56,25 @@ def _finish(out: Path, log: Path, argv: list[str], results_dir: str | None, name
         engine.record(Path(results_dir), name, entry, log)
     return Outcome(str(out), argv, not entry["reused"], entry["reused"], str(log), entry.get("removed_partial", False),
                    entry)  # fmt: skip
+
+
+def _make(
+    out: Path, argv: list[str], log: Path, inputs: dict, runtime: runner.Runtime, tool: str,
+    check: Callable[[], dict[str, Any]], env: dict[str, str] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Run one step under the artifact's lock: remove a half artifact, run the tool, check what it made and
+    write the marker last. If another run completed it between our marker check and the lock, it is reused."""
+    with artifacts.lock(out) as lock_fd:
+        done = artifacts.marker(out)
+        if done is not None:
+            return {"reused": True, "duration_s": done.get("duration_s"), **check()}
+        removed = artifacts.reset(out)
+        duration = runner.run(argv, log, tool=tool, runtime=runtime, extra_env=env, name=f"trtsweep-{out.name}",
+                              keep_fds=(lock_fd,))  # fmt: skip
+        summary = check()
+        artifacts.complete(out, {"inputs": inputs, "command": argv, "duration_s": duration, "finished_at": _now(),
+                                 "log": log.name, **summary})  # fmt: skip
+    return {"reused": False, "removed_partial": removed, "duration_s": duration, **summary}
 
 
 def prepare_checkpoint(
@@ -106,16 +126,12 @@ def prepare_checkpoint(
                        {**base, "reused": True, "duration_s": done.get("duration_s")})  # fmt: skip
     if check_mode:
         return Outcome(str(out), argv, True, False, str(log))
-    removed = artifacts.reset(out)
     if calib:
         calibration.prepare(Path(spec.calib_data or ""), cache_dir, spec.calib_size)
     env = {"HF_TOKEN": hf_token} if hf_token else None
-    duration = runner.run(argv, log, tool=recipe.tool, runtime=runtime, extra_env=env, name=f"trtsweep-{out.name}")
-    summary = engine.check_checkpoint(out, spec.tp, spec.pp)
-    artifacts.complete(out, {"inputs": inputs, "command": argv, "duration_s": duration, "finished_at": _now(),
-                             "log": log.name, **summary})  # fmt: skip
-    entry = {**base, "reused": False, "removed_partial": removed, "duration_s": duration, **summary}
-    return _finish(out, log, argv, results_dir, "checkpoint", entry)
+    made = _make(out, argv, log, inputs, runtime, recipe.tool, lambda: engine.check_checkpoint(out, spec.tp, spec.pp),
+                 env)  # fmt: skip
+    return _finish(out, log, argv, results_dir, "checkpoint", {**base, **made})
 
 
 def build_engine(
@@ -150,10 +166,13 @@ def build_engine(
         return _finish(out, log, argv, results_dir, "trtllm_build", entry)
     if check_mode:
         return Outcome(str(out), argv, True, False, str(log))
-    removed = artifacts.reset(out)
-    duration = runner.run(argv, log, tool="trtllm-build", runtime=runtime, name=f"trtsweep-{out.name}")
-    summary = engine.check_engine(out, spec.tp, spec.pp, opts.max_batch_size, opts.max_input_len, seq)
-    artifacts.complete(out, {"inputs": inputs, "command": argv, "duration_s": duration, "finished_at": _now(),
-                             "log": log.name, **summary})  # fmt: skip
-    entry = {**base, "reused": False, "removed_partial": removed, "duration_s": duration, **summary}
-    return _finish(out, log, argv, results_dir, "trtllm_build", entry)
+    made = _make(
+        out,
+        argv,
+        log,
+        inputs,
+        runtime,
+        "trtllm-build",
+        lambda: engine.check_engine(out, spec.tp, spec.pp, opts.max_batch_size, opts.max_input_len, seq),
+    )
+    return _finish(out, log, argv, results_dir, "trtllm_build", {**base, **made})

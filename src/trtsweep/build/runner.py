@@ -1,7 +1,11 @@
 """Running the build tools: natively (given python / trtllm-build paths) or in the TRT-LLM container with
 the docker CLI (``docker run --rm`` of an image, or ``docker exec`` into a running container).
 
-The tool's output goes to a log file (headed by the command line), never to the caller's stdout.
+The tool's output goes to a log file (headed by the command line), never to the caller's stdout. The tool
+runs in its own process group (a timeout kills the whole tree) and dies with its caller: SIGTERM, SIGINT or
+SIGHUP to the caller kills the group, and the kernel kills the tool if the caller is killed outright
+(PR_SET_PDEATHSIG). A ``docker run`` container left by a killed earlier run of the same artifact is removed
+before the step starts again (the caller holds the artifact's lock, so no live run owns it).
 Secrets (HF_TOKEN) travel by environment only: into the child's environment natively, as ``-e HF_TOKEN``
 (the name, docker reads the value from its own environment) for a container; their values are refused
 in an argv and scrubbed from the log.
@@ -9,12 +13,14 @@ in an argv and scrubbed from the log.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,35 +95,76 @@ def _last_line(log_file: Path) -> str:
     return lines[-1] if lines else "(no output)"
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class _Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """While the tool runs, SIGTERM/SIGINT/SIGHUP to this process raise `_Interrupted` (main thread only)."""
+    names = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+    def handler(signum: int, _frame: object) -> None:
+        raise _Interrupted(signum)
+
+    try:
+        previous = {sig: signal.signal(sig, handler) for sig in names}
+    except ValueError:  # not the main thread: leave signal handling alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _remove_stale_container(runtime: Runtime, name: str | None) -> None:
+    if runtime.kind == "container" and not runtime.container and name:
+        subprocess.run([runtime.docker, "rm", "-f", name], capture_output=True, timeout=60, check=False)
+
+
 def run(
     argv: Sequence[str], log_file: Path, *, tool: str, runtime: Runtime, extra_env: Mapping[str, str] | None = None,
-    name: str | None = None,
+    name: str | None = None, keep_fds: Sequence[int] = (),
 ) -> float:  # fmt: skip
-    """Run ``argv`` with its output in ``log_file``; returns the seconds it took. A failure, a timeout or a
-    secret in ``argv`` is a TrtsweepError naming the tool, its last log line and the log."""
+    """Run ``argv`` with its output in ``log_file``; returns the seconds it took. A failure, a timeout, a signal
+    or a secret in ``argv`` is a TrtsweepError naming the tool, its last log line and the log. ``keep_fds``
+    are inherited by the tool (the artifact lock)."""
     env = {**os.environ, **(extra_env or {})}
     secrets = _secrets(env)
     if any(secret in arg for secret in secrets for arg in argv):
         raise TrtsweepError(f"{tool}: a command line holds the value of {'/'.join(SECRET_ENV)}; pass it by environment")
     log_file.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_container(runtime, name)
     start = time.monotonic()
-    with log_file.open("w", encoding="utf-8") as log:
+    with log_file.open("w", encoding="utf-8") as log, _signals_interrupt():
         log.write(f"# {shlex.join(argv)}\n")
         log.flush()
         try:
             proc = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env, start_new_session=True)  # fmt: skip
+                                    env=env, start_new_session=True, pass_fds=tuple(keep_fds),
+                                    preexec_fn=_die_with_parent)  # fmt: skip
         except OSError as exc:
             raise TrtsweepError(f"{tool}: cannot start {argv[0]} ({exc.strerror})") from None
         try:
             rc = proc.wait(timeout=runtime.timeout_s)
-        except subprocess.TimeoutExpired:
+        except (subprocess.TimeoutExpired, _Interrupted) as exc:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            if runtime.kind == "container" and not runtime.container and name:
-                subprocess.run([runtime.docker, "rm", "-f", name], capture_output=True, timeout=60, check=False)
+            _remove_stale_container(runtime, name)
             _scrub(log_file, secrets)
-            raise TrtsweepError(f"{tool} timed out after {runtime.timeout_s:g} s; log: {log_file}") from None
+            why = f"stopped by {exc}" if isinstance(exc, _Interrupted) else f"timed out after {runtime.timeout_s:g} s"
+            raise TrtsweepError(f"{tool} {why}; log: {log_file}") from None
     _scrub(log_file, secrets)
     if rc != 0:
         raise TrtsweepError(f"{tool} failed (exit status {rc}): {_last_line(log_file)}; log: {log_file}")
