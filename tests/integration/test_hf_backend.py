@@ -120,3 +120,32 @@ def test_int8_weight_only_repository_gives_the_same_greedy_answer(demo_model, tm
         assert reply["text_output"] == ANSWER
     finally:
         server.stop(state)
+
+
+def test_ensemble_reports_exact_output_token_counts(hf_server, chat_prompt, demo_model):
+    tok = AutoTokenizer.from_pretrained(demo_model.hf_dir)
+    answer_tokens = len(tok.encode(ANSWER, add_special_tokens=False))
+    chunks = post(hf_server, "generate_stream", {"text_input": chat_prompt, "max_tokens": 24, "stream": True})
+    assert sum(c["num_output_tokens"] for c in chunks) == answer_tokens
+    (short,) = post(hf_server, "generate", {"text_input": chat_prompt, "max_tokens": 3})
+    assert short["num_output_tokens"] == 3
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_llm_perf_uses_the_server_counts_and_cross_checks_them(hf_server, demo_model, tmp_path, protocol):
+    from trtsweep.perf.benchmark import BenchmarkConfig, run
+    from trtsweep.perf.protocols import Endpoint
+
+    data = tmp_path / "p.jsonl"
+    data.write_text(json.dumps({"input": QUESTION, "output": ANSWER}) + "\n")
+    port = hf_server.http_port if protocol == "http" else hf_server.grpc_port
+    config = BenchmarkConfig(
+        endpoint=Endpoint(url=f"127.0.0.1:{port}", model="ensemble", extra_inputs={"top_k": 1}),
+        protocol=protocol, input_data=data, concurrency=[1], num_requests=2, warmup_requests=0,
+        tokenizer_path=str(demo_model.hf_dir), chat_template=True, max_tokens=24,
+    )  # fmt: skip
+    (report,) = run(config)
+    assert [r.text for r in report.results] == [ANSWER, ANSWER]
+    tok = AutoTokenizer.from_pretrained(demo_model.hf_dir)
+    assert [r.server_output_tokens for r in report.results] == [len(tok.encode(ANSWER, add_special_tokens=False))] * 2
+    assert report.summary["token_count_mismatch_rate"] == 0.0

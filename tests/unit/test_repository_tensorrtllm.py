@@ -179,6 +179,8 @@ REFERENCE_PARAMS = {
 }
 # keys of trtsweep's own python models that upstream's models do not have, and the reverse
 TRTSWEEP_ONLY = {"tensorrt_llm_bls": {"tensorrt_llm_inputs"}}
+# exact output token counts for clients (llm-perf sums them); upstream exposes none through the ensemble
+TRTSWEEP_ONLY_OUTPUTS = {"ensemble": {"num_output_tokens"}, "postprocessing": {"NUM_OUTPUT_TOKENS"}}
 UPSTREAM_ONLY = {"preprocessing": {"gpt_model_path"}}  # upstream reads the engine for multimodal models
 
 
@@ -239,7 +241,10 @@ def test_python_models_and_ensemble_are_compatible_with_the_upstream_reference(p
         upstream_outputs = {t["name"]: t["data_type"] for t in expected["outputs"]}
         # same names and types as the upstream model, for every tensor trtsweep's model has
         assert {t.name: tensor(t, False)["data_type"] for t in config.input}.items() <= upstream_inputs.items()
-        assert {t.name: tensor(t, False)["data_type"] for t in config.output}.items() <= upstream_outputs.items()
+        ours_out = {t.name: tensor(t, False)["data_type"] for t in config.output}
+        extra = TRTSWEEP_ONLY_OUTPUTS.get(model, set())
+        assert extra <= set(ours_out) and not extra & set(upstream_outputs)
+        assert {k: v for k, v in ours_out.items() if k not in extra}.items() <= upstream_outputs.items()
 
 
 def test_ensemble_input_names_follow_the_version():

@@ -7,7 +7,8 @@ Per request (successful, not warm-up):
             (what vLLM and SGLang call "ITL").
 * ``tpot``  time per output token: (e2e - ttft) / (output_tokens - 1), one value per request with at least
             two output tokens (what AIPerf, GenAI-Perf and trtllm-bench call "ITL").
-* ``output_tokens`` / ``input_tokens``: exact counts when the server reports them (OpenAI ``usage``), else
+* ``output_tokens`` / ``input_tokens``: exact counts when the server reports them (OpenAI ``usage``; output
+            tokens also from the ``num_output_tokens`` output of trtsweep's Triton ensembles), else
             the generated text and the prompt as sent, re-tokenized with the model's tokenizer (no special
             tokens added), i.e. what the ensemble's preprocessing counts. With server counts the level
             reports ``token_count_mismatch_rate``: the share of requests whose re-tokenized output differs.

@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+NUM_OUTPUT_TOKENS = "num_output_tokens"  # Triton output: tokens in this response (trtsweep's ensembles)
+
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -53,7 +55,9 @@ class RequestResult:
     end_ns: int = 0
     error: str | None = None
     error_class: str | None = None
-    server_input_tokens: int | None = None  # exact counts when the server reports them (OpenAI usage)
+    # exact counts when the server reports them: OpenAI usage, or the num_output_tokens output of a
+    # trtsweep-generated Triton ensemble (summed over the streamed responses)
+    server_input_tokens: int | None = None
     server_output_tokens: int | None = None
 
     @property
@@ -70,6 +74,9 @@ class RequestResult:
     def add_chunk(self, text: str) -> None:
         self.chunk_ns.append(time.perf_counter_ns())
         self.chunk_text.append(text)
+
+    def add_server_output_tokens(self, count: int) -> None:
+        self.server_output_tokens = (self.server_output_tokens or 0) + count
 
     def mark_end(self) -> None:
         self.end_ns = time.perf_counter_ns()

@@ -16,7 +16,7 @@ import grpc
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.perf.protocols.base import PreparedRequest, Protocol, RequestResult
+from trtsweep.perf.protocols.base import NUM_OUTPUT_TOKENS, PreparedRequest, Protocol, RequestResult
 
 MAX_MESSAGE = 1 << 30
 PACK = {"BOOL": "?", "INT8": "b", "UINT8": "B", "INT16": "h", "UINT16": "H", "INT32": "i", "UINT32": "I",
@@ -82,6 +82,10 @@ class TritonGrpc(Protocol):
         if "stream" in dtypes:
             fixed.setdefault("stream", ep.streaming)
         self.dtypes, self.shape = dtypes, [*batch, 1]
+        wanted = [ep.text_output_name]
+        if any(t.name == NUM_OUTPUT_TOKENS and t.data_type == model_config_pb2.TYPE_INT32 for t in config.output):
+            wanted.append(NUM_OUTPUT_TOKENS)
+        self.outputs = [service_pb2.ModelInferRequest.InferRequestedOutputTensor(name=name) for name in wanted]
         # the tensors every request shares, built once
         self.fixed_tensors = [self._tensor(name) for name in fixed]
         self.fixed_contents = [encode(dtypes[name], value) for name, value in fixed.items()]
@@ -95,7 +99,7 @@ class TritonGrpc(Protocol):
         req = service_pb2.ModelInferRequest(
             model_name=ep.model, id=str(self.next_id),
             inputs=[self._tensor(ep.text_input_name), self._tensor(ep.max_tokens_name), *self.fixed_tensors],
-            outputs=[service_pb2.ModelInferRequest.InferRequestedOutputTensor(name=ep.text_output_name)],
+            outputs=self.outputs,
             raw_input_contents=[encode("BYTES", request.prompt.encode()),
                                 encode(self.dtypes[ep.max_tokens_name], request.max_tokens), *self.fixed_contents],
         )  # fmt: skip
@@ -103,11 +107,17 @@ class TritonGrpc(Protocol):
             req.parameters["triton_enable_empty_final_response"].bool_param = True
         return req
 
-    def _text(self, response: service_pb2.ModelInferResponse) -> str:
+    def _read(self, response: service_pb2.ModelInferResponse, result: RequestResult) -> str:
+        """This response's text; its num_output_tokens (first beam), if any, is added to the result."""
+        text = ""
         for index, output in enumerate(response.outputs):
-            if output.name == self.endpoint.text_output_name and index < len(response.raw_output_contents):
-                return first_text(response.raw_output_contents[index])
-        return ""
+            if index >= len(response.raw_output_contents):
+                break
+            if output.name == self.endpoint.text_output_name:
+                text = first_text(response.raw_output_contents[index])
+            elif output.name == NUM_OUTPUT_TOKENS and len(response.raw_output_contents[index]) >= 4:
+                result.add_server_output_tokens(struct.unpack_from("<i", response.raw_output_contents[index])[0])
+        return text
 
     async def send(self, request: PreparedRequest, result: RequestResult) -> None:
         req = self._request(request)
@@ -115,7 +125,7 @@ class TritonGrpc(Protocol):
         if not self.decoupled:
             result.mark_sent()
             response = await self.stub.ModelInfer(req, timeout=timeout)
-            result.add_chunk(self._text(response))
+            result.add_chunk(self._read(response, result))
             result.mark_end()
             return
         stream = self.idle.pop() if self.idle else self.stub.ModelStreamInfer()
@@ -131,7 +141,7 @@ class TritonGrpc(Protocol):
                     if message.error_message:
                         raise ServerError(message.error_message)
                     response = message.infer_response
-                    text = self._text(response)
+                    text = self._read(response, result)
                     if text:
                         result.add_chunk(text)
                     final = response.parameters.get("triton_final_response")

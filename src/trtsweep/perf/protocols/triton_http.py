@@ -1,5 +1,6 @@
 """Triton HTTP generate extension: `POST /v2/models/<m>/generate_stream` (SSE) for decoupled models or
-when streaming, `POST /v2/models/<m>/generate` otherwise."""
+when streaming, `POST /v2/models/<m>/generate` otherwise. A `num_output_tokens` field in the responses
+(trtsweep's ensembles have it) is summed into the request's exact output token count."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 import aiohttp
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.perf.protocols.base import PreparedRequest, Protocol, RequestResult
+from trtsweep.perf.protocols.base import NUM_OUTPUT_TOKENS, PreparedRequest, Protocol, RequestResult
 
 
 class ServerError(Exception):
@@ -63,6 +64,7 @@ class TritonHttp(Protocol):
                 if resp.status != 200 or "error" in payload:
                     raise ServerError(payload.get("error", f"HTTP {resp.status}"))
                 result.add_chunk(_text(payload.get(ep.text_output_name)))
+                _count(payload, result)
                 result.mark_end()
                 return
             if resp.status != 200:
@@ -76,11 +78,20 @@ class TritonHttp(Protocol):
                 text = _text(payload.get(ep.text_output_name))
                 if text:
                     result.add_chunk(text)
+                _count(payload, result)
         result.mark_end()
 
     async def close(self) -> None:
         if getattr(self, "session", None) is not None:
             await self.session.close()
+
+
+def _count(payload: dict, result: RequestResult) -> None:
+    value = payload.get(NUM_OUTPUT_TOKENS)
+    if isinstance(value, list):  # one count per beam: the first beam is the one whose text is measured
+        value = value[0] if value else None
+    if isinstance(value, int):
+        result.add_server_output_tokens(value)
 
 
 def _text(value: object) -> str:

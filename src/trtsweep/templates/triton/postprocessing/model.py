@@ -1,7 +1,9 @@
 """Triton python model `postprocessing`: token ids -> text, as in TensorRT-LLM's inflight_batcher_llm.
 
 Inputs:  TOKENS_BATCH (INT32 [-1, -1]: beams x tokens), SEQUENCE_LENGTH (INT32 [-1]: per beam).
-Outputs: OUTPUT (BYTES [-1]: one text per beam).
+Outputs: OUTPUT (BYTES [-1]: one text per beam), NUM_OUTPUT_TOKENS (INT32 [-1]: the tokens decoded into
+         OUTPUT per beam; in streaming, the tokens of this response, so a client summing them gets the exact
+         output token count without a tokenizer). NUM_OUTPUT_TOKENS is trtsweep's, not upstream's.
 Parameters: tokenizer_dir, skip_special_tokens, tokenizer_type (auto, llama, t5; default auto).
 """
 
@@ -30,11 +32,15 @@ class TritonPythonModel:
         tokens = pb_utils.get_input_tensor_by_name(request, "TOKENS_BATCH").as_numpy()
         lengths = pb_utils.get_input_tensor_by_name(request, "SEQUENCE_LENGTH").as_numpy()
         texts = np.empty(lengths.shape, dtype=object)
+        counts = np.zeros(lengths.shape, dtype=np.int32)
         for b in range(tokens.shape[0]):
             for beam in range(tokens.shape[1]):
                 ids = tokens[b, beam, : int(lengths[b, beam])].tolist()
                 texts[b, beam] = self.tokenizer.decode(ids, skip_special_tokens=self.skip_special).encode("utf-8")
-        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", texts)])
+                counts[b, beam] = len(ids)
+        return pb_utils.InferenceResponse(
+            output_tensors=[pb_utils.Tensor("OUTPUT", texts), pb_utils.Tensor("NUM_OUTPUT_TOKENS", counts)]
+        )
 
     def execute(self, requests):
         responses = []
