@@ -35,6 +35,10 @@ options:
   seed: {type: int, default: 0, description: "Seed of the request order."}
   connect_timeout: {type: float, default: 10, description: "Seconds to reach the server."}
   request_timeout: {type: float, default: 600, description: "Seconds per request."}
+  stall_timeout:
+    type: float
+    default: 60
+    description: "Streaming: seconds to wait for the next chunk before the request fails as a timeout; 0 turns it off."
 attributes:
   check_mode: {support: none}
 """
@@ -90,6 +94,7 @@ FLAGS = {
     "seed": "--seed",
     "connect_timeout": "--connect-timeout",
     "request_timeout": "--request-timeout",
+    "stall_timeout": "--stall-timeout",
     "scorer": "--scorer",
     "server_metrics_url": "--server-metrics-url",
 }
@@ -130,6 +135,7 @@ def main():
             "seed": {"type": "int", "default": 0},
             "connect_timeout": {"type": "float", "default": 10.0},
             "request_timeout": {"type": "float", "default": 600.0},
+            "stall_timeout": {"type": "float", "default": 60.0},
         },
         supports_check_mode=False,
     )

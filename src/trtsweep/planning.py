@@ -57,6 +57,7 @@ BENCHMARK_KEYS = {
     "seed",
     "extra_inputs",
     "request_timeout",
+    "stall_timeout",
     "connect_timeout",
 }
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

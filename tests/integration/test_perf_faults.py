@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -102,3 +104,83 @@ def test_bad_arguments_are_one_line_errors(tmp_path, args, message):
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and err.strip().splitlines() == [err.strip().splitlines()[0]]
     assert err.startswith(message)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_stalled_stream_fails_after_the_stall_timeout_not_the_request_timeout(tmp_path, protocol):
+    write_paced_model(tmp_path / "repo", "slow", 4000.0, 10.0, decoupled=True)  # the first chunk after 4 s
+    state, spec = start_server(tmp_path / "repo", tmp_path)
+    try:
+        port = spec.grpc_port if protocol == "grpc" else spec.http_port
+        export = tmp_path / "perf.json"
+        started = time.monotonic()
+        proc = llm_perf("-u", f"127.0.0.1:{port}", "-i", protocol, "-m", "slow", "--input-data", str(data(tmp_path)),
+                        "--concurrency", "2", "--num-requests", "2", "--warmup-requests", "0", "--stall-timeout", "1",
+                        "--request-timeout", "60", "--profile-export-file", str(export))  # fmt: skip
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert time.monotonic() - started < 20
+        summary = json.loads(Path(f"{export.with_suffix('')}.summary.json").read_text())["levels"][0]["summary"]
+        assert summary["failed"] == 2 and summary["errors"] == {"timeout": 2}
+    finally:
+        server.stop(state)
+
+
+class StrayDataServer:
+    """Speaks just enough HTTP/1.1 for llm-perf's Triton HTTP client, and after every streamed response writes
+    one more event outside it, as Triton's HTTP generate_stream does under concurrency."""
+
+    STRAY = b'data: {"model_name":"m","text_output":"late"}\n\n'
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode()
+                length = int(next((ln.split(":")[1] for ln in head.split("\r\n") if ln.lower().startswith(
+                    "content-length")), "0"))  # fmt: skip
+                await reader.readexactly(length)
+                if head.startswith("GET"):
+                    body = b'{"name":"m","inputs":[],"outputs":[]}'
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                                 % (len(body), body))  # fmt: skip
+                    continue
+                events = [b'data: {"model_name":"m","text_output":"t%d "}\n\n' % i for i in range(3)]
+                chunked = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             + chunked)  # fmt: skip
+                await writer.drain()
+                await asyncio.sleep(0.05)  # the client has sent its next request on this connection by now
+                writer.write(self.STRAY)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    def __enter__(self) -> int:
+        self.thread.start()
+        srv = asyncio.run_coroutine_threadsafe(asyncio.start_server(self.handle, "127.0.0.1", 0), self.loop).result()
+        self.server = srv
+        return srv.sockets[0].getsockname()[1]
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.close()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+def test_stream_data_after_the_end_of_a_response_is_a_protocol_error(tmp_path):
+    export = tmp_path / "perf.json"
+    with StrayDataServer() as port:
+        proc = llm_perf("-u", f"127.0.0.1:{port}", "-i", "http", "-m", "m", "--input-data", str(data(tmp_path)),
+                        "--concurrency", "1", "--num-requests", "6", "--warmup-requests", "0",
+                        "--profile-export-file", str(export))  # fmt: skip
+        _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    rows = json.loads(export.read_text())["levels"][0]["requests"]
+    bad = [r for r in rows if r["error"]]
+    good = [r for r in rows if not r["error"]]
+    assert bad and good and all(r["text"] == "t0 t1 t2 " for r in good)
+    assert {r["error_class"] for r in bad} == {"protocol_error"}
+    assert "left over from an earlier stream" in bad[0]["error"] and "-i grpc" in bad[0]["error"]

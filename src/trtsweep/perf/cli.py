@@ -138,6 +138,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the request order")
     p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to reach the server")
     p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
+    p.add_argument(
+        "--stall-timeout", type=float, default=60.0,
+        help="streaming: seconds to wait for the next chunk (the first included) before the request fails as a "
+        "timeout; 0 turns it off",
+    )  # fmt: skip
     return p
 
 
@@ -151,6 +156,7 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
         streaming=args.streaming,
         connect_timeout_s=args.connect_timeout,
         request_timeout_s=args.request_timeout,
+        stall_timeout_s=args.stall_timeout or None,
         extra_inputs=extra,
         openai_endpoint=args.endpoint,
     )

@@ -82,7 +82,8 @@ def arrival_offsets(level: Level, count: int, seed: int) -> list[float]:
 
 
 def classify(exc: BaseException) -> str:
-    """A short, stable error class for counting failures: connection, timeout, server_error, client_error."""
+    """A short, stable error class for counting failures: connection, timeout, server_error, protocol_error,
+    client_error."""
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return "timeout"
     if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, ConnectionError)):
@@ -94,13 +95,29 @@ def classify(exc: BaseException) -> str:
         return "timeout" if code == grpc.StatusCode.DEADLINE_EXCEEDED else "server_error"
     if type(exc).__name__ == "ServerError":
         return "server_error"
+    if _stray_stream_data(exc):
+        return "protocol_error"
     return "client_error"
+
+
+def _stray_stream_data(exc: BaseException) -> bool:
+    """The connection's next response began with stream data: the server wrote events after it had ended an
+    earlier response (Triton's HTTP generate_stream does this under concurrency; its gRPC stream does not)."""
+    return isinstance(exc, aiohttp.ClientResponseError) and "status line" in str(exc) and "data:" in str(exc)
 
 
 def describe(exc: BaseException) -> str:
     """One line saying what went wrong."""
     if isinstance(exc, grpc.aio.AioRpcError):
         return f"{exc.code().name}: {exc.details()}"
+    if _stray_stream_data(exc):
+        return (
+            "the response began with stream data left over from an earlier stream on this connection (the "
+            "server ended that stream before sending all of it); Triton's HTTP generate_stream does this under "
+            "concurrency: measure with -i grpc"
+        )
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return "no data within the stall timeout (--stall-timeout)"
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
 

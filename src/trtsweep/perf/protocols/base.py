@@ -24,6 +24,9 @@ class Endpoint:
     streaming: bool = True
     connect_timeout_s: float = 10.0
     request_timeout_s: float = 600.0
+    # streaming: the longest wait for the next chunk (first one included) before the request fails as a
+    # timeout; a stream whose end was lost by the server fails after this instead of the request timeout
+    stall_timeout_s: float | None = 60.0
     text_input_name: str = "text_input"
     max_tokens_name: str = "max_tokens"
     text_output_name: str = "text_output"

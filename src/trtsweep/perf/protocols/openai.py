@@ -12,7 +12,7 @@ import aiohttp
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.protocols.base import PreparedRequest, Protocol, RequestResult
-from trtsweep.perf.protocols.triton_http import ServerError
+from trtsweep.perf.protocols.triton_http import ServerError, http_session
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
@@ -29,11 +29,7 @@ class OpenAI(Protocol):
         ep = self.endpoint
         if ep.openai_endpoint not in PATHS:
             raise TrtsweepError(f"openai endpoint must be one of {sorted(PATHS)}, got {ep.openai_endpoint!r}")
-        self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0),
-            timeout=aiohttp.ClientTimeout(total=ep.request_timeout_s, sock_connect=ep.connect_timeout_s),
-            read_bufsize=1 << 20,
-        )
+        self.session = http_session(ep)
         self.url = self._base() + PATHS[ep.openai_endpoint]
         try:
             async with asyncio.timeout(ep.connect_timeout_s), self.session.get(f"{self._base()}/health") as resp:

@@ -10,11 +10,22 @@ import json
 import aiohttp
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.perf.protocols.base import NUM_OUTPUT_TOKENS, PreparedRequest, Protocol, RequestResult
+from trtsweep.perf.protocols.base import NUM_OUTPUT_TOKENS, Endpoint, PreparedRequest, Protocol, RequestResult
 
 
 class ServerError(Exception):
     """An error the server reported in a response body."""
+
+
+def http_session(ep: Endpoint) -> aiohttp.ClientSession:
+    """One pooled session for all requests: the request timeout in total, and, when streaming, the stall
+    timeout between two reads (aiohttp's sock_read)."""
+    stall = ep.stall_timeout_s if ep.streaming and ep.stall_timeout_s else None
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0),
+        timeout=aiohttp.ClientTimeout(total=ep.request_timeout_s, sock_connect=ep.connect_timeout_s, sock_read=stall),
+        read_bufsize=1 << 20,
+    )
 
 
 class TritonHttp(Protocol):
@@ -26,11 +37,7 @@ class TritonHttp(Protocol):
 
     async def start(self) -> None:
         ep = self.endpoint
-        self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0),
-            timeout=aiohttp.ClientTimeout(total=ep.request_timeout_s, sock_connect=ep.connect_timeout_s),
-            read_bufsize=1 << 20,
-        )
+        self.session = http_session(ep)
         url = f"{self._base()}/v2/models/{ep.model}"
         try:
             async with asyncio.timeout(ep.connect_timeout_s):
