@@ -17,9 +17,9 @@ from trtsweep.build.runner import Runtime
 from trtsweep.errors import TrtsweepError
 
 DOUBLES = Path(__file__).resolve().parents[1] / "doubles"
-# one release of every range of the tables
-RANGES = ["0.8.0", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.16.0", "0.17.0.post1", "0.20.0",
-          "1.2.0rc7"]  # fmt: skip
+# one release of every minor that has a table (patch, post and rc spellings included)
+RANGES = ["0.8.0", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0.post1",
+          "0.18.2", "0.19.0", "0.20.0", "0.21.0", "1.0.0", "1.1.0rc6", "1.2.0rc7"]  # fmt: skip
 
 
 @dataclass

@@ -77,6 +77,9 @@ def test_precision_recipes(precision, kv, tool, expected):
 def test_calibration_flags_per_release():
     assert precisions.recipe("int8_sq", "llama", (0, 8)).calib_flag is None  # v0.8.0 llama: cnn_dailymail only
     assert precisions.recipe("fp8", "llama", (0, 8)).calib_flag is None  # v0.8.0 quantize.py likewise
+    assert precisions.recipe("fp8", "llama", (0, 9)).calib_flag is None  # v0.9.0: cnn_dailymail inside AMMO
+    assert precisions.recipe("int8_sq", "qwen", (0, 9)).calib_flag is None
+    assert precisions.recipe("fp8", "qwen", (0, 10)).calib_flag == "--calib_dataset"  # v0.10.0, ModelOpt
     assert precisions.recipe("int8_sq", "qwen", (0, 11)).calib_flag == "--calib_dataset"
     assert precisions.recipe("fp8", "qwen", (1, 2)).calib_flag == "--calib_dataset"
     assert not precisions.recipe("int8_wo", "qwen", (0, 11)).calibrates
@@ -153,9 +156,50 @@ def test_tp_pp_flags_leave_trtllm_build_at_0_12():
     assert "--max_output_len" not in versions.build_table((0, 12)).flags
 
 
+def test_every_release_has_its_own_sourced_tables():
+    for release in versions.RELEASES:
+        for tool in ("trtllm-build", "convert_checkpoint.py:llama", "convert_checkpoint.py:qwen", "quantize.py"):
+            table = versions.table(release, tool)
+            if table is None:  # only Qwen on 0.8 (it still built through examples/qwen/build.py)
+                assert (release, tool) == ((0, 8), "convert_checkpoint.py:qwen")
+                continue
+            assert table.release == release and table.flags and table.source
+            assert table.pinned or "closest dated copy" in table.source or table.source.startswith("as in ")
+    pinned = {v for v in versions.RELEASES if versions.build_table(v).pinned}
+    assert {(0, 8), (0, 9), (0, 10), (0, 11), (0, 12), (0, 13), (0, 18), (1, 2)} <= pinned
+
+
+def test_release_facts_read_in_the_sources():
+    build = versions.build_table
+    assert "--multiple_profiles" in build((0, 9)).flags  # a plugin flag already in v0.9.0
+    assert "--builder_opt" in build((0, 13)).flags and "--builder_opt" not in build((0, 14)).flags
+    assert build((0, 13)).flags["--kv_cache_type"].choices == ("continuous", "paged", "disabled")
+    assert "--paged_kv_cache" in build((0, 16)).flags  # kept as a deprecated build.py option
+    assert "--enable_xqa" in build((0, 15)).flags and "--enable_xqa" not in build((0, 16)).flags
+    assert "trace" not in build((0, 20)).flags["--log_level"].choices
+    assert "trace" in build((0, 21)).flags["--log_level"].choices
+    assert "--auto_parallel" in build((1, 1)).flags and "--auto_parallel" not in build((1, 2)).flags
+    assert "--dora_plugin" not in build((0, 17)).flags and "--dora_plugin" in build((0, 19)).flags
+    assert build((0, 12)).flags["--lora_target_modules"].many
+    assert "--calib_dataset" not in versions.quantize_table((0, 9)).flags
+    assert "--ammo_quant_ckpt_path" in versions.convert_table((0, 9), "llama").flags
+
+
 def test_build_options_a_release_lacks_are_errors():
     with pytest.raises(TrtsweepError, match=r"trtllm-build of TensorRT-LLM 0\.8 has no option --multiple_profiles"):
         build_argv("0.8.0", multiple_profiles=True)
+
+
+def test_multi_value_flags_take_every_value_and_check_each():
+    argv = build_argv("0.12.0", extra_flags={"lora_target_modules": ["attn_q", "attn_v"], "max_lora_rank": 8})
+    assert argv[argv.index("--lora_target_modules") :][:4] == [
+        "--lora_target_modules",
+        "attn_q",
+        "attn_v",
+        "--max_lora_rank",
+    ]
+    with pytest.raises(TrtsweepError, match=r"--lora_target_modules 'attn_x': TensorRT-LLM 0\.12 accepts one of"):
+        build_argv("0.12.0", extra_flags={"lora_target_modules": ["attn_q", "attn_x"]})
 
 
 def test_extra_flags_pass_through_and_are_validated():

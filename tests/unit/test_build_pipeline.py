@@ -48,7 +48,7 @@ CASES = [("llama", "int8_sq", "int8"), ("qwen", "fp8", "fp8"), ("qwen", "int4_wo
 @pytest.mark.parametrize(("family", "precision", "kv"), CASES)
 def test_tool_doubles_accept_every_generated_command(tmp_path, monkeypatch, version, family, precision, kv):
     fake = build_env.make(tmp_path, monkeypatch, version)
-    calib = None if version == "0.8.0" else str(PROMPTS)  # v0.8.0 tools have no --calib_dataset
+    calib = None if version in ("0.8.0", "0.9.0") else str(PROMPTS)  # no --calib_dataset before 0.10
     if family == "qwen" and version == "0.8.0":
         with pytest.raises(TrtsweepError, match="is not supported"):
             both_steps(fake, version, family=family, precision=precision, kv_cache_dtype=kv)

@@ -87,17 +87,20 @@ def validate(tool: str, table: versions.Table, version: versions.Version, args: 
         spec = table.flags.get(flag)
         if spec is None:
             raise TrtsweepError(f"{tool} of TensorRT-LLM {_name(version)} has no option {flag} ({table.source})")
-        if spec.takes_value:
-            if i + 1 >= len(args) or args[i + 1] in table.flags:
-                raise TrtsweepError(f"{tool} option {flag} needs a value")
-            value = args[i + 1]
+        if not spec.takes_value:
+            i += 1
+            continue
+        if i + 1 >= len(args) or args[i + 1] in table.flags:
+            raise TrtsweepError(f"{tool} option {flag} needs a value")
+        end = i + 2
+        while spec.many and end < len(args) and not args[end].startswith("--"):
+            end += 1
+        for value in args[i + 1 : end]:
             if spec.choices is not None and value not in spec.choices:
                 raise TrtsweepError(
                     f"{tool} option {flag} {value!r}: TensorRT-LLM {_name(version)} accepts one of {list(spec.choices)}"
                 )
-            i += 2
-        else:
-            i += 1
+        i = end
 
 
 def extra_args(tool: str, table: versions.Table, extra: Mapping[str, Any], generated: Sequence[str]) -> list[str]:

@@ -17,7 +17,7 @@ KV cache (``KV_CACHE_DTYPES``): ``int8`` adds ``--int8_kv_cache`` to convert_che
 with ``--qformat`` = the precision's ModelOpt format, ``full_prec`` for fp16/bf16), as the model READMEs do.
 
 Calibration: `calibration.py` turns the user's prompts into a local dataset; a tool without
-``--calib_dataset`` (0.8) can only use its default dataset.
+``--calib_dataset`` (0.8 and 0.9: cnn_dailymail inside AMMO) can only use its default dataset.
 """
 
 from __future__ import annotations
