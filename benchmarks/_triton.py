@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import socket
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,12 +33,14 @@ def paced_triton(first_ms: float, gap_ms: float) -> Iterator[server.ServerSpec]:
         http, grpc, metrics = free_ports(3)
         spec = server.ServerSpec(model_repository=work / "repo", log_file=work / "triton.log", http_port=http,
                                  grpc_port=grpc, metrics_port=metrics)  # fmt: skip
+        previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout`, kill: still stop the server
         state = server.start(spec, work / "state.json")
         try:
             server.wait_ready(state, 120)
             yield spec
         finally:
             server.stop(state)
+            signal.signal(signal.SIGTERM, previous)
 
 
 def prompts(path: Path, tokens: int, count: int = 64) -> Path:

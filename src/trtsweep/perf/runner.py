@@ -19,8 +19,9 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 import grpc
@@ -116,18 +117,47 @@ def describe(exc: BaseException) -> str:
             "server ended that stream before sending all of it); Triton's HTTP generate_stream does this under "
             "concurrency: measure with -i grpc"
         )
-    if isinstance(exc, aiohttp.ServerTimeoutError):
-        return "no data within the stall timeout (--stall-timeout)"
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
+
+
+class StallWatch:
+    """Fails a streamed request that has received nothing for `stall_s` (since it was sent or since its last
+    chunk): one task scans the requests in flight a few times per stall period, so a lost stream end costs
+    the run `stall_s`, not the request timeout, and nothing is paid per chunk."""
+
+    def __init__(self, stall_s: float) -> None:
+        self.stall_ns = int(stall_s * 1e9)
+        self.period = min(1.0, stall_s / 4)
+        self.inflight: dict[int, tuple[RequestResult, asyncio.Future[None]]] = {}
+
+    async def run(self, send: Coroutine[Any, Any, None], result: RequestResult) -> None:
+        task = asyncio.ensure_future(send)
+        self.inflight[id(result)] = (result, task)
+        try:
+            await task
+        finally:
+            self.inflight.pop(id(result), None)
+
+    async def watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.period)
+            now = time.perf_counter_ns()
+            for result, task in list(self.inflight.values()):
+                last = result.chunk_ns[-1] if result.chunk_ns else result.sent_ns
+                if last and now - last > self.stall_ns and not task.done():
+                    result.error = f"no data for {self.stall_ns / 1e9:g} s (--stall-timeout)"
+                    result.error_class = "timeout"
+                    task.cancel()
 
 
 class _Phase:
     """Sends one phase's requests (warm-up or measured) and reports each result to the sink."""
 
     def __init__(self, protocol: Protocol, requests: Sequence[PreparedRequest], order: list[int],
-                 sink: Callable[[RequestResult], None], warmup: bool) -> None:  # fmt: skip
+                 sink: Callable[[RequestResult], None], warmup: bool, watch: StallWatch | None) -> None:  # fmt: skip
         self.protocol, self.requests, self.order, self.sink, self.warmup = protocol, requests, order, sink, warmup
+        self.watch = watch
 
     async def one(self, seq: int, scheduled_ns: int = 0) -> None:
         request = self.requests[self.order[seq % len(self.order)]]
@@ -135,11 +165,15 @@ class _Phase:
             seq=seq, record_index=request.record_index, warmup=self.warmup, scheduled_ns=scheduled_ns
         )
         try:
-            await self.protocol.send(request, result)
+            if self.watch is None:
+                await self.protocol.send(request, result)
+            else:
+                await self.watch.run(self.protocol.send(request, result), result)
         except asyncio.CancelledError:
-            result.error, result.error_class = "cancelled", "cancelled"
-            self.sink(result)
-            raise
+            if result.error_class != "timeout":  # not the stall watchdog: the run itself is being cancelled
+                result.error, result.error_class = "cancelled", "cancelled"
+                self.sink(result)
+                raise
         except Exception as exc:
             result.error = describe(exc)
             result.error_class = classify(exc)
@@ -191,8 +225,22 @@ async def run_level(
     sink: Callable[[RequestResult], None],
 ) -> None:  # fmt: skip
     order = request_order(len(requests), seed)
-    warm = _Phase(protocol, requests, order, sink, warmup=True)
-    measured = _Phase(protocol, requests, order, sink, warmup=False)
+    ep = protocol.endpoint
+    watch = StallWatch(ep.stall_timeout_s) if ep.streaming and ep.stall_timeout_s else None
+    watcher = asyncio.create_task(watch.watch()) if watch else None
+    try:
+        await _run_phases(protocol, requests, level, seed, sink, order, watch)
+    finally:
+        if watcher:
+            watcher.cancel()
+
+
+async def _run_phases(
+    protocol: Protocol, requests: Sequence[PreparedRequest], level: Level, seed: int,
+    sink: Callable[[RequestResult], None], order: list[int], watch: StallWatch | None,
+) -> None:  # fmt: skip
+    warm = _Phase(protocol, requests, order, sink, warmup=True, watch=watch)
+    measured = _Phase(protocol, requests, order, sink, warmup=False, watch=watch)
     # warm-up always runs closed loop at the level's width, and finishes before measuring starts
     width = level.concurrency or level.max_concurrency or 1
     seq = await warm.closed(0, level.warmup_requests, width, None)

@@ -122,10 +122,9 @@ class TritonGrpc(Protocol):
     async def send(self, request: PreparedRequest, result: RequestResult) -> None:
         req = self._request(request)
         timeout = self.endpoint.request_timeout_s
-        stall = self.endpoint.stall_timeout_s if self.endpoint.streaming else None
-        if not self.decoupled:  # one response: with streaming asked for, it is the first chunk (stall timeout)
+        if not self.decoupled:
             result.mark_sent()
-            response = await self.stub.ModelInfer(req, timeout=min(timeout, stall) if stall else timeout)
+            response = await self.stub.ModelInfer(req, timeout=timeout)
             result.add_chunk(self._read(response, result))
             result.mark_end()
             return
@@ -134,13 +133,9 @@ class TritonGrpc(Protocol):
         try:
             result.mark_sent()
             await stream.write(req)
-            loop = asyncio.get_running_loop()
-            end = loop.time() + timeout
-            async with asyncio.timeout_at(min(end, loop.time() + stall) if stall else end) as deadline:
+            async with asyncio.timeout(timeout):
                 while True:
                     message = await stream.read()
-                    if stall:
-                        deadline.reschedule(min(end, loop.time() + stall))
                     if message is grpc.aio.EOF:
                         raise ServerError("stream closed before the final response")
                     if message.error_message:
