@@ -28,18 +28,24 @@ from trtsweep.perf.selftest import CHUNKS, format_rows, zero_server
 
 
 async def bare(url: str, model: str, concurrency: int, duration: float) -> float:
+    """Responses/s of a loop that only drains the streams; a failed request is not counted (Triton's HTTP
+    generate_stream loses events under concurrency, see README) and a stalled one gives up after 10 s."""
     body = {"text_input": "q", "max_tokens": CHUNKS}
     done = 0
     deadline = time.monotonic() + duration
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+    timeout = aiohttp.ClientTimeout(total=60, sock_read=10)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout) as session:
 
         async def worker() -> None:
             nonlocal done
             while time.monotonic() < deadline:
-                async with session.post(f"http://{url}/v2/models/{model}/generate_stream", json=body) as resp:
-                    async for _ in resp.content:
-                        pass
-                done += 1
+                try:
+                    async with session.post(f"http://{url}/v2/models/{model}/generate_stream", json=body) as resp:
+                        async for _ in resp.content:
+                            pass
+                    done += 1
+                except (aiohttp.ClientError, TimeoutError):
+                    pass
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return done / duration
