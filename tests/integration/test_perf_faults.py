@@ -126,6 +126,25 @@ def test_a_stalled_stream_fails_after_the_stall_timeout_not_the_request_timeout(
         server.stop(state)
 
 
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_long_stream_that_keeps_sending_is_not_a_stall(tmp_path, protocol):
+    write_paced_model(tmp_path / "repo", "steady", 400.0, 400.0, decoupled=True)  # 8 chunks over 3.2 s
+    state, spec = start_server(tmp_path / "repo", tmp_path)
+    try:
+        port = spec.grpc_port if protocol == "grpc" else spec.http_port
+        export = tmp_path / "perf.json"
+        proc = llm_perf("-u", f"127.0.0.1:{port}", "-i", protocol, "-m", "steady", "--input-data",
+                        str(data(tmp_path, tokens=8)), "--concurrency", "2", "--num-requests", "2",
+                        "--warmup-requests", "0", "--stall-timeout", "1",
+                        "--profile-export-file", str(export))  # fmt: skip
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        rows = json.loads(export.read_text())["levels"][0]["requests"]
+        assert [(r["error"], r["chunks"]) for r in rows] == [(None, 8), (None, 8)]
+    finally:
+        server.stop(state)
+
+
 class StrayDataServer:
     """Speaks just enough HTTP/1.1 for llm-perf's Triton HTTP client, and after every streamed response writes
     one more event outside it, as Triton's HTTP generate_stream does under concurrency."""

@@ -75,9 +75,10 @@ class TritonHttp(Protocol):
                 return
             if resp.status != 200:
                 raise ServerError(f"HTTP {resp.status}: {(await resp.text())[:200]}")
-            # the hot loop only timestamps events; they are decoded once the stream has ended, in one
-            # json.loads call (per-call overhead is most of the cost of decoding a small event)
-            stamps: list[int] = []
+            # the hot loop only timestamps events (into chunk_ns, where the stall watch sees them); they are
+            # decoded once the stream has ended, in one json.loads call (per-call overhead is most of the cost
+            # of decoding a small event), and events without text are dropped then
+            stamps = result.chunk_ns
             events: list[bytes] = []
             async for raw in resp.content:
                 if raw.startswith(b"data:"):
@@ -86,6 +87,7 @@ class TritonHttp(Protocol):
                     if b'"error"' in raw and "error" in (payload := json.loads(raw[5:])):
                         raise ServerError(payload["error"])
         result.mark_end()
+        result.chunk_ns = []
         for stamp, payload in zip(stamps, json.loads(b"[" + b",".join(events) + b"]"), strict=True):
             text = _text(payload.get(ep.text_output_name))
             if text:
