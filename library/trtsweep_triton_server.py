@@ -9,10 +9,19 @@ DOCUMENTATION = r"""
 module: trtsweep_triton_server
 short_description: Start (and wait for) or stop a Triton Inference Server by PID
 description:
-  - C(state=started) refuses ports already in use, starts tritonserver in its own process group, writes
-    a state file (pid, process start time, ports, command), and waits for C(/v2/health/ready). If the
+  - C(state=started) refuses ports already in use, starts tritonserver in its own process group with a
+    fresh server id (C(--id=trtsweep-<hex>), returned as C(server_id)), writes a state file (pid, process
+    start time, ports, command, server id, hash of the model repository), and waits until the process is
+    alive and its HTTP and gRPC ports answer server metadata with that id and C(/v2/health/ready). If the
     server exits or is not ready in time it is stopped and the task fails with the last log line (and
-    the log tail in C(details)).
+    the log tail in C(details)); if another server answers on its ports the task fails at once, naming both ids.
+  - A server the state file names that is still running is adopted (C(changed=false)) only if its command
+    line (less the id), the model repository's contents and C(visible_devices) are unchanged and it still
+    answers with its own id; otherwise it is stopped and a new one started (C(replaced=true), with a warning
+    naming what differed).
+  - The server's environment is this task's without C(SSH_CLIENT), C(SSH2_CLIENT), C(SSH_CONNECTION),
+    C(SSH_TTY) and C(BASH_ENV) (with them, the bash that Triton's python backend starts each stub with reads
+    C(~/.bashrc), whose conda or pyenv set-up would hide the virtualenv from the stub).
   - C(state=stopped) stops the server named by the state file (TERM, then KILL), waits until its ports
     are free, and removes the state file. A PID reused by another process is never signalled.
 options:
@@ -53,6 +62,12 @@ options:
   docker: {type: str, default: docker, description: "docker CLI."}
   gpus: {type: str, default: all, description: "docker --gpus value."}
   shm_size: {type: str, default: 2g, description: "docker --shm-size."}
+  visible_devices:
+    type: str
+    description:
+      - GPUs the server may use, as CUDA_VISIBLE_DEVICES takes them (C(0,1) or GPU UUIDs). C(local) and C(native)
+        get C(CUDA_VISIBLE_DEVICES); C(container) gets C(--gpus "device=...") instead of C(gpus). Null leaves
+        the GPUs as they are.
   mounts: {type: list, elements: path, default: [], description: "Host paths mounted at the same path."}
   tritonserver:
     description: Binary for C(native).
@@ -92,8 +107,23 @@ EXAMPLES = r"""
 
 RETURN = r"""
 pid: {description: Server process id., returned: when started, type: int}
-ready_after_s: {description: Seconds until ready., returned: when started, type: float}
+ready_after_s: {description: Seconds until ready., returned: when a server was started, type: float}
 argv: {description: The command line (a list)., returned: when started, type: list, elements: str}
+server_id:
+  description:
+    - The id this server answers server metadata with (C(name) of GET /v2; tritonserver C(--id)). Pass it to
+      llm_perf (C(expect_server_id)) so the benchmark checks it measures this server.
+  returned: when started (not in check mode before a start)
+  type: str
+  sample: trtsweep-5f0c2a9e81d44b3c
+replaced:
+  description: A running server named by the state file did not match (see C(msg)) and was stopped and replaced.
+  returned: when started
+  type: bool
+msg:
+  description: What happened (already running; or what differed from the running server that was replaced).
+  returned: always
+  type: str
 """
 
 from pathlib import Path
@@ -102,13 +132,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.trtsweep_common import require_trtsweep, run_or_fail
 
 
-def _started(module, server):
+def _spec(module, server):
     p = module.params
-    state_file = Path(p["state_file"])
-    if state_file.exists():
-        old = server.ServerState.load(state_file)
-        if server.is_running(old):
-            module.exit_json(changed=False, pid=old.pid, argv=old.argv, msg="already running")
     if not p["model_repository"] or not p["log_file"]:
         module.fail_json(msg="state=started needs model_repository and log_file")
     spec = server.ServerSpec(
@@ -121,6 +146,7 @@ def _started(module, server):
         bind_address=p["bind_address"],
         tritonserver=p["tritonserver"],
         log_verbose=p["log_verbose"],
+        visible_devices=p["visible_devices"],
     )
     if p["cache_dir"]:
         spec.cache_dir = Path(p["cache_dir"])
@@ -136,13 +162,43 @@ def _started(module, server):
             shm_size=p["shm_size"],
             mounts=[m for m in [p["engine_dir"], *p["mounts"]] if m],
         )
+    return spec
+
+
+def _running(server, state_file):
+    """The server the state file names, if it is still running."""
+    if not state_file.exists():
+        return None
+    old = server.ServerState.load(state_file)
+    return old if server.is_running(old) else None
+
+
+def _started(module, server):
+    p = module.params
+    state_file = Path(p["state_file"])
+    spec = _spec(module, server)
+    old = _running(server, state_file)
+    replaced = ""
+    if old is not None:
+        if not spec.model_repository.is_dir():
+            module.fail_json(msg=f"model repository {spec.model_repository} does not exist")
+        differences = run_or_fail(module, server.adoption_differences, old, spec)
+        if not differences:
+            module.exit_json(changed=False, pid=old.pid, argv=old.argv, server_id=old.server_id, replaced=False,
+                             msg="already running")  # fmt: skip
+        replaced = f"replaced the running server (pid {old.pid}, id {old.server_id!r}): " + "; ".join(differences)
+        if module.check_mode:
+            module.exit_json(changed=True, pid=old.pid, argv=old.argv, replaced=True, msg=replaced)
+        run_or_fail(module, server.stop, old)
+        module.warn(replaced)
     run_or_fail(module, server.check_world_size, spec, Path(p["engine_dir"]) if p["engine_dir"] else None)
     if module.check_mode:
         argv, _ = run_or_fail(module, server.build_command, spec)
-        module.exit_json(changed=True, argv=argv)
+        module.exit_json(changed=True, argv=argv, replaced=False, msg="would start")
     state = run_or_fail(module, server.start, spec, state_file)
     ready = run_or_fail(module, server.wait_ready, state, p["ready_timeout"])
-    module.exit_json(changed=True, pid=state.pid, argv=state.argv, ready_after_s=round(ready, 3))
+    module.exit_json(changed=True, pid=state.pid, argv=state.argv, server_id=state.server_id,
+                     ready_after_s=round(ready, 3), replaced=bool(replaced), msg=replaced or "started")  # fmt: skip
 
 
 def _stopped(module, server):
@@ -152,11 +208,11 @@ def _stopped(module, server):
     state = server.ServerState.load(state_file)
     running = server.is_running(state)
     if module.check_mode:
-        module.exit_json(changed=running, pid=state.pid)
+        module.exit_json(changed=running, pid=state.pid, msg="would stop" if running else "not running")
     if running:
         run_or_fail(module, server.stop, state)
     state_file.unlink()
-    module.exit_json(changed=running, pid=state.pid)
+    module.exit_json(changed=running, pid=state.pid, msg="stopped" if running else "not running")
 
 
 def main():
@@ -175,6 +231,7 @@ def main():
             "docker": {"type": "str", "default": "docker"},
             "gpus": {"type": "str", "default": "all"},
             "shm_size": {"type": "str", "default": "2g"},
+            "visible_devices": {"type": "str"},
             "mounts": {"type": "list", "elements": "path", "default": []},
             "tritonserver": {"type": "str", "default": "tritonserver"},
             "http_port": {"type": "int", "default": 8000},

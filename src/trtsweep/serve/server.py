@@ -1,16 +1,23 @@
 """Triton server lifecycle: build the command line, refuse busy ports, start, wait for readiness, stop.
 
-A started server is described by a small JSON state file (pid, process start time, ports, command) so
-that a different process (a later Ansible task, a handler, a test's teardown) can stop exactly that
-server by PID, and never a process that happened to reuse the PID.
+A started server is described by a small JSON state file (pid, process start time, ports, command, server
+id, repository hash) so that a different process (a later Ansible task, a handler, a test's teardown) can
+stop exactly that server by PID, and never a process that happened to reuse the PID.
+
+Every start gets a random server id (`--id=trtsweep-<hex>`, which Triton returns as `name` in its server
+metadata). Ready means: the process we started is alive, and the HTTP and gRPC ports answer with *that*
+id. A port answered by another server (another sweep's Triton that holds it while ours failed to bind) is
+an error, never a ready server.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -26,6 +33,11 @@ from trtsweep.serve.local_runtime import LocalRuntime
 
 RUNTIMES = ("local", "native", "container")
 LOG_TAIL_LINES = 25
+SERVER_ID_PREFIX = "trtsweep-"
+# Left by an SSH session: with SSH_CLIENT (or SSH2_CLIENT) set and SHLVL < 2, bash reads ~/.bashrc even when
+# not interactive, and Triton's python backend starts every stub through bash: a conda/pyenv init there puts
+# another python3 first on PATH and the stub loses the virtualenv. BASH_ENV names a file every bash sources.
+SSH_SESSION_VARS = ("SSH_CLIENT", "SSH2_CLIENT", "SSH_CONNECTION", "SSH_TTY", "BASH_ENV")
 
 
 @dataclass
@@ -61,6 +73,8 @@ class ServerSpec:
     mpirun: str = "mpirun"
     leader_models: list[str] = field(default_factory=lambda: ["tensorrt_llm"])
     container: ContainerSpec | None = None
+    # GPUs the server may use ("0,1" or GPU UUIDs): CUDA_VISIBLE_DEVICES (local, native), --gpus (container)
+    visible_devices: str | None = None
 
     def ports(self) -> dict[str, int]:
         return {"http": self.http_port, "grpc": self.grpc_port, "metrics": self.metrics_port}
@@ -72,7 +86,17 @@ class ServerSpec:
         return f"http://{host}:{self.http_port}/v2/health/ready"
 
 
-def _rank_args(spec: ServerSpec, rank: int) -> list[str]:
+def new_server_id() -> str:
+    """A fresh id for one server start (Triton's `--id`, returned as `name` by GET /v2)."""
+    return f"{SERVER_ID_PREFIX}{secrets.token_hex(8)}"
+
+
+def strip_server_id(argv: list[str]) -> list[str]:
+    """The command line without its per-start `--id=` argument (what two starts of one setting share)."""
+    return [arg for arg in argv if not arg.startswith("--id=")]
+
+
+def _rank_args(spec: ServerSpec, rank: int, server_id: str | None) -> list[str]:
     """tritonserver arguments of one rank (as TRT-LLM's launch_triton_server.py arranges them)."""
     args = [
         f"--model-repository={spec.model_repository}",
@@ -88,31 +112,64 @@ def _rank_args(spec: ServerSpec, rank: int) -> list[str]:
         f"--log-verbose={spec.log_verbose}",
         f"--exit-timeout-secs={spec.exit_timeout_s}",
     ]
+    if rank == 0 and server_id:  # the serving rank answers server metadata with this id
+        args.append(f"--id={server_id}")
     if rank > 0:  # followers load only the TRT-LLM model(s) and block in its initialization
         args += ["--model-control-mode=explicit", *(f"--load-model={name}" for name in spec.leader_models)]
     return args + spec.extra_args
 
 
-def build_command(spec: ServerSpec) -> tuple[list[str], dict[str, str]]:
-    """Return (argv, environment) for the server; argv is a list, never a shell string."""
+def _check_spec(spec: ServerSpec) -> None:
     if spec.runtime not in RUNTIMES:
         raise TrtsweepError(f"triton runtime {spec.runtime!r} is not supported; expected one of {RUNTIMES}")
     if spec.world_size < 1:
         raise TrtsweepError(f"world_size must be >= 1, got {spec.world_size}")
-    env = dict(os.environ)
+    if spec.runtime == "local" and spec.world_size > 1:
+        raise TrtsweepError("the local runtime serves one rank; multi-GPU needs the native or container runtime")
+    if any(arg.startswith("--id=") or arg == "--id" for arg in spec.extra_args):
+        raise TrtsweepError("extra_args must not set --id: every start gets its own server id")
+    devices(spec.visible_devices)
+
+
+def devices(visible: str | None) -> list[str] | None:
+    """The device ids or UUIDs of `visible_devices` ("0,1"), None when not set."""
+    if visible is None:
+        return None
+    ids = [d.strip() for d in visible.split(",")]
+    if not all(ids) or any(" " in d or '"' in d for d in ids):
+        raise TrtsweepError(f"visible_devices must be comma-separated GPU indices or UUIDs, got {visible!r}")
+    return ids
+
+
+def server_environment(spec: ServerSpec, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: `base` (default os.environ) without what an SSH session leaves behind
+    (SSH_SESSION_VARS), and CUDA_VISIBLE_DEVICES when the spec names its GPUs (not for the container
+    runtime: docker's --gpus picks them there)."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in SSH_SESSION_VARS}
+    ids = devices(spec.visible_devices)
+    if ids is not None and spec.runtime != "container":
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
+    return env
+
+
+def build_command(spec: ServerSpec, server_id: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """Return (argv, environment) for the server; argv is a list, never a shell string.
+
+    `server_id` goes to the serving rank as `--id=` (`start` passes a fresh one every time).
+    """
+    _check_spec(spec)
+    env = server_environment(spec)
     binary, extra = spec.tritonserver, []
     if spec.runtime == "local":
-        if spec.world_size > 1:
-            raise TrtsweepError("the local runtime serves one rank; multi-GPU needs the native or container runtime")
         runtime = LocalRuntime.discover()
-        binary, env = str(runtime.binary), runtime.environment()
+        binary, env = str(runtime.binary), runtime.environment(env)
         extra = [f"--backend-directory={runtime.backend_directory(spec.cache_dir)}"]
     if spec.world_size == 1:
-        argv = [binary, *_rank_args(spec, 0), *extra]
+        argv = [binary, *_rank_args(spec, 0, server_id), *extra]
     else:
         argv = [spec.mpirun, "--allow-run-as-root"]
         for rank in range(spec.world_size):
-            argv += ["-n", "1", binary, *_rank_args(spec, rank), ":"]
+            argv += ["-n", "1", binary, *_rank_args(spec, rank, server_id), ":"]
     if spec.runtime == "container":
         argv = _in_container(spec, argv)
     return argv, env
@@ -124,15 +181,19 @@ def _in_container(spec: ServerSpec, inner: list[str]) -> list[str]:
         raise TrtsweepError("the container runtime needs a container image (triton_serve_container_image)")
     mounts = dict.fromkeys([str(spec.model_repository), *c.mounts])
     volumes = [arg for path in mounts for arg in ("-v", f"{path}:{path}")]
+    ids = devices(spec.visible_devices)
+    # docker reads --gpus as one CSV record: the quotes keep "device=0,1" one field (docker run --gpus '"device=0,1"')
+    gpus = c.gpus if ids is None else f'"device={",".join(ids)}"'
     return [
-        c.docker, "run", "--rm", "--init", "--name", c.name, "--gpus", c.gpus, "--network", "host", "--ipc", "host",
+        c.docker, "run", "--rm", "--init", "--name", c.name, "--gpus", gpus, "--network", "host", "--ipc", "host",
         f"--shm-size={c.shm_size}", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864", *volumes, c.image, *inner,
     ]  # fmt: skip
 
 
-def gpu_count() -> int | None:
-    """GPUs this host offers (CUDA_VISIBLE_DEVICES if set, else `nvidia-smi -L`), None when unknown."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+def gpu_count(visible: str | None = None) -> int | None:
+    """GPUs the server may use: `visible` (its visible_devices) if given, else CUDA_VISIBLE_DEVICES if set, else
+    `nvidia-smi -L`; None when unknown."""
+    visible = visible if visible is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
     try:
@@ -166,9 +227,10 @@ def check_world_size(spec: ServerSpec, engine_dir: Path | None) -> None:
                 f"({engine_dir}/config.json)"
             )
     if spec.world_size > 1 or spec.runtime != "local":
-        gpus = gpu_count()
+        gpus = gpu_count(spec.visible_devices)
         if gpus is not None and gpus < spec.world_size:
-            raise TrtsweepError(f"world_size {spec.world_size} needs {spec.world_size} GPUs; this host has {gpus}")
+            where = f"visible_devices {spec.visible_devices!r} has" if spec.visible_devices else "this host has"
+            raise TrtsweepError(f"world_size {spec.world_size} needs {spec.world_size} GPUs; {where} {gpus}")
 
 
 def busy_ports(address: str, ports: dict[str, int]) -> dict[str, int]:
@@ -202,9 +264,31 @@ def log_tail(log_file: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def repository_hash(repository: Path) -> str:
+    """sha256 over every file under the model repository (relative path and bytes), in path order.
+
+    `__pycache__` directories are left out: the python backend writes them into the repository when it
+    imports a model.py, and they say nothing about what is served.
+    """
+    digest = hashlib.sha256()
+    files = sorted(
+        (path.relative_to(repository).as_posix(), path)
+        for path in repository.rglob("*")
+        if path.is_file() and "__pycache__" not in path.relative_to(repository).parts
+    )
+    for relative, path in files:
+        name = relative.encode()
+        digest.update(len(name).to_bytes(8, "little") + name)
+        digest.update(path.stat().st_size.to_bytes(8, "little"))
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
 @dataclass
 class ServerState:
-    """What is needed to find and stop a started server later."""
+    """What is needed to find and stop a started server later, and to tell whether it still fits."""
 
     pid: int
     start_ticks: int
@@ -214,6 +298,9 @@ class ServerState:
     health_url: str
     log_file: str
     container: list[str] | None = None  # [docker, name] for the container runtime
+    server_id: str = ""  # the per-start --id; "" in state files written before ids existed
+    repository_hash: str = ""  # repository_hash() of the model repository when it was started
+    visible_devices: str | None = None
 
     def save(self, path: Path) -> None:
         atomic_write_text(path, json.dumps(asdict(self), indent=2) + "\n")
@@ -221,6 +308,15 @@ class ServerState:
     @classmethod
     def load(cls, path: Path) -> ServerState:
         return cls(**json.loads(path.read_text()))
+
+    @property
+    def host(self) -> str:
+        """Where a client on this host reaches the server."""
+        return probe_host(self.bind_address)
+
+
+def probe_host(bind_address: str) -> str:
+    return {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(bind_address, bind_address)
 
 
 def _start_ticks(pid: int) -> int | None:
@@ -247,7 +343,9 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
     if not spec.model_repository.is_dir():
         raise TrtsweepError(f"model repository {spec.model_repository} does not exist")
     _check_ports(spec)
-    argv, env = build_command(spec)
+    server_id = new_server_id()
+    argv, env = build_command(spec, server_id)
+    repo_hash = repository_hash(spec.model_repository)
     spec.log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(spec.log_file, "ab") as log:
         try:
@@ -273,6 +371,9 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
         container=[spec.container.docker, spec.container.name]
         if spec.runtime == "container" and spec.container
         else None,
+        server_id=server_id,
+        repository_hash=repo_hash,
+        visible_devices=spec.visible_devices,
     )
     state.save(state_file)
     return state
@@ -287,23 +388,113 @@ def _ready(url: str) -> bool:
 
 
 def _accepting(address: str, port: int) -> bool:
-    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(address, address)
     try:
-        with socket.create_connection((host, port), timeout=2):
+        with socket.create_connection((probe_host(address), port), timeout=2):
             return True
     except OSError:
         return False
 
 
+@dataclass(frozen=True)
+class Answer:
+    """Who answered server metadata on one port: a Triton server id, or None for a server without one."""
+
+    protocol: str
+    port: int
+    server_id: str | None
+
+    def describe(self) -> str:
+        return f"id {self.server_id!r}" if self.server_id is not None else "no Triton server id"
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def http_answer(host: str, port: int, timeout_s: float = 2.0) -> Answer | None:
+    """Who answers `GET /v2` (server metadata) on host:port; None when nothing answers."""
+    url = f"http://{_url_host(host)}:{port}/v2"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            body = resp.read(1 << 16)
+    except urllib.error.HTTPError:  # something answered, but not with Triton server metadata
+        return Answer("http", port, None)
+    except (urllib.error.URLError, OSError):
+        return None
+    try:
+        name = json.loads(body).get("name")
+    except (ValueError, AttributeError):
+        name = None
+    return Answer("http", port, name if isinstance(name, str) else None)
+
+
+def grpc_answer(host: str, port: int, timeout_s: float = 2.0) -> Answer | None:
+    """Who answers gRPC ServerMetadata on host:port; None when nothing answers."""
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+    with grpc.insecure_channel(f"{_url_host(host)}:{port}") as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        try:
+            reply = stub.ServerMetadata(service_pb2.ServerMetadataRequest(), timeout=timeout_s)
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                return None
+            return Answer("grpc", port, None)
+    return Answer("grpc", port, reply.name)
+
+
+def _foreign(answer: Answer | None, state: ServerState) -> bool:
+    return answer is not None and answer.server_id != state.server_id
+
+
+def _identity(state: ServerState) -> tuple[bool, Answer | None]:
+    """(True, None) when both the HTTP and gRPC ports answer with our id; (False, answer) when another server
+    answers one of them; (False, None) while they do not answer (yet)."""
+    http = http_answer(state.host, state.ports["http"])
+    if http is None or _foreign(http, state):
+        return False, http
+    grpc_port = state.ports.get("grpc")
+    if grpc_port is None:
+        return True, None
+    answer = grpc_answer(state.host, grpc_port)
+    if _foreign(answer, state):
+        return False, answer
+    return answer is not None, None
+
+
+def identity_problem(state: ServerState) -> str | None:
+    """Why the server answering on this state's ports is not the one it describes (None: it is)."""
+    if not state.server_id:
+        return "its state file records no server id"
+    ours, answer = _identity(state)
+    if ours:
+        return None
+    if answer is None:
+        return f"it does not answer server metadata on {state.host} (http port {state.ports['http']})"
+    return f"{answer.protocol} port {answer.port} answers with {answer.describe()}, not {state.server_id!r}"
+
+
 def wait_ready(state: ServerState, timeout_s: float) -> float:
-    """Block until the server reports ready and every port it was given accepts connections.
+    """Block until the process we started is alive, its HTTP and gRPC ports answer server metadata with the
+    id this start gave it, /v2/health/ready says ready, and every port it was given accepts connections.
 
     Triton answers /v2/health/ready before its metrics endpoint listens, so health alone is not enough
-    for a client that scrapes metrics right away. On failure stop it and raise with the log tail.
+    for a client that scrapes metrics right away. On failure stop it and raise with the log tail; a port
+    answered by another server fails at once, in one line.
     """
     started = time.monotonic()
     while True:
-        if _ready(state.health_url) and all(_accepting(state.bind_address, p) for p in state.ports.values()):
+        ours, other = _identity(state)
+        if other is not None:
+            _fail_foreign(state, other)
+        if (
+            ours
+            and _ready(state.health_url)
+            and all(_accepting(state.bind_address, p) for p in state.ports.values())
+            and is_running(state)
+        ):
             return time.monotonic() - started
         if not is_running(state):
             reason = "exited before becoming ready"
@@ -317,6 +508,39 @@ def wait_ready(state: ServerState, timeout_s: float) -> float:
     raise TrtsweepError(
         f"triton server {reason}: {failure_cause(Path(state.log_file))} (log: {state.log_file})\n{tail}"
     )
+
+
+def _fail_foreign(state: ServerState, other: Answer) -> None:
+    alive = is_running(state)
+    stop(state, wait_ports=False)  # the ports are the other server's: never wait for them
+    ours = "it was still starting, stopped" if alive else "it exited"
+    raise TrtsweepError(
+        f"port {other.port} on {state.host} is answered by another server ({other.describe()}), not the one this "
+        f"run started (id {state.server_id!r}, pid {state.pid}): {ours}; last log line: "
+        f"{failure_cause(Path(state.log_file))} (log: {state.log_file})"
+    )
+
+
+def adoption_differences(old: ServerState, spec: ServerSpec) -> list[str]:
+    """Why the running server `old` cannot stand in for a start of `spec` (empty: it can be adopted).
+
+    Adopted only when its command line (less the per-start --id), the model repository's contents and the
+    GPUs it was given are the same, and it still answers with its own id.
+    """
+    differences = []
+    argv, _ = build_command(spec)
+    was, now = strip_server_id(old.argv), strip_server_id(argv)
+    if was != now:
+        gone, added = [a for a in was if a not in now], [a for a in now if a not in was]
+        differences.append(f"command line (was {gone}, now {added})" if gone or added else "command line order")
+    if old.repository_hash != repository_hash(spec.model_repository):
+        differences.append(f"model repository contents ({spec.model_repository})")
+    if old.visible_devices != spec.visible_devices:
+        differences.append(f"visible_devices (was {old.visible_devices!r}, now {spec.visible_devices!r})")
+    problem = identity_problem(old)
+    if problem:
+        differences.append(f"server identity: {problem}")
+    return differences
 
 
 MODEL_LOAD_FAILURE = re.compile(r"failed to load '([^']+)' version \d+: (.*?)(?:\\n|\"$|$)")
@@ -335,10 +559,10 @@ def failure_cause(log_file: Path) -> str:
     return next((line.strip() for line in reversed(lines) if line.strip()), "(empty server log)")
 
 
-def stop(state: ServerState, grace_s: float = 15.0) -> bool:
+def stop(state: ServerState, grace_s: float = 15.0, wait_ports: bool = True) -> bool:
     """Stop the server's process group (TERM, then KILL after `grace_s`); True if it was running.
 
-    Returns only once the process is gone and its ports can be bound again.
+    Returns only once the process is gone and (with `wait_ports`) its ports can be bound again.
     """
     if not is_running(state):
         return False
@@ -353,7 +577,8 @@ def stop(state: ServerState, grace_s: float = 15.0) -> bool:
     if state.container:  # the docker client is gone; make sure its container is too
         docker, name = state.container
         subprocess.run([docker, "rm", "-f", name], capture_output=True, timeout=60, check=False)
-    _wait_ports_free(state)
+    if wait_ports:
+        _wait_ports_free(state)
     return True
 
 
