@@ -39,6 +39,13 @@ options:
     type: float
     default: 60
     description: "Streaming: seconds to wait for the next chunk before the request fails as a timeout; 0 turns it off."
+  expect_server_id:
+    type: str
+    description:
+      - The server id the Triton server must report in its metadata (C(name) of GET /v2, gRPC ServerMetadata)
+        before the first and after the last request of every level, e.g. the C(server_id) that
+        trtsweep_triton_server returned. On a mismatch, or a server that no longer answers, that level fails
+        and so does the task; what was measured stays written. Null skips the check.
 attributes:
   check_mode: {support: none}
 """
@@ -53,6 +60,7 @@ EXAMPLES = r"""
     tokenizer_path: /models/SmolLM2-135M-Instruct
     chat_template: true
     export_file: /srv/results/p1/llm_perf.json
+    expect_server_id: "{{ triton_serve_result.server_id }}"
 """
 
 RETURN = r"""
@@ -95,6 +103,7 @@ FLAGS = {
     "connect_timeout": "--connect-timeout",
     "request_timeout": "--request-timeout",
     "stall_timeout": "--stall-timeout",
+    "expect_server_id": "--expect-server-id",
     "scorer": "--scorer",
     "server_metrics_url": "--server-metrics-url",
 }
@@ -136,6 +145,7 @@ def main():
             "connect_timeout": {"type": "float", "default": 10.0},
             "request_timeout": {"type": "float", "default": 600.0},
             "stall_timeout": {"type": "float", "default": 60.0},
+            "expect_server_id": {"type": "str"},
         },
         supports_check_mode=False,
     )

@@ -211,8 +211,8 @@ def test_adoption_needs_the_same_command_repository_and_identity(tmp_path):
         server.stop(state)
 
 
-def ansible_module(tmp_path: Path, **args: object) -> tuple[dict, str]:
-    """Run trtsweep_triton_server through the real `ansible` CLI; (result, stderr)."""
+def ansible_module(tmp_path: Path, module: str = "trtsweep_triton_server", **args: object) -> tuple[dict, str]:
+    """Run one of our modules through the real `ansible` CLI; (result, all output)."""
     bin_dir = Path(sys.executable).parent
     env = {
         **os.environ,
@@ -221,7 +221,7 @@ def ansible_module(tmp_path: Path, **args: object) -> tuple[dict, str]:
         "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
         "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
     }
-    proc = subprocess.run([str(bin_dir / "ansible"), "localhost", "-m", "trtsweep_triton_server", "-a",
+    proc = subprocess.run([str(bin_dir / "ansible"), "localhost", "-m", module, "-a",
                            json.dumps(args)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
                           check=False)  # fmt: skip
     text = proc.stdout

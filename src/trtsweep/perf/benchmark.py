@@ -20,12 +20,14 @@ from trtsweep.perf import export, server_metrics
 from trtsweep.perf.accuracy import load_scorer
 from trtsweep.perf.dataset import Record, load_jsonl, synthetic
 from trtsweep.perf.metrics import TokenCount, level_summary, request_metrics
-from trtsweep.perf.protocols import Endpoint, make_protocol
+from trtsweep.perf.protocols import Endpoint, Protocol, make_protocol
 from trtsweep.perf.protocols.base import PreparedRequest, RequestResult
-from trtsweep.perf.runner import Level, run_level
+from trtsweep.perf.runner import Level, describe, run_level
 from trtsweep.perf.stats import summarize
 
 DEFAULT_MAX_TOKENS = 128
+IDENTIFIABLE = ("grpc", "http")  # protocols whose servers report an id in their metadata (Triton)
+IDENTITY_PHASES = {"before": "before the first request", "after": "after the last request"}
 
 
 @dataclass
@@ -50,6 +52,8 @@ class BenchmarkConfig:
     scorer: str | None = None
     server_metrics_url: str | None = None
     synthetic: tuple[int, tuple[float, float], tuple[float, float]] | None = None  # count, input, output (mean, std)
+    # Triton protocols: the server id (`--id`) the server must report before and after every level
+    expect_server_id: str | None = None
 
     def levels(self, per_level: int) -> list[Level]:
         """The load levels in order: every concurrency, then every request rate."""
@@ -65,6 +69,12 @@ class BenchmarkConfig:
                   max_concurrency=self.max_concurrency, **common)
             for r in self.request_rate
         ]  # fmt: skip
+
+    def check_identity_option(self) -> None:
+        if self.expect_server_id is not None and self.protocol not in IDENTIFIABLE:
+            raise TrtsweepError(
+                f"--expect-server-id needs a Triton protocol ({', '.join(IDENTIFIABLE)}), not {self.protocol!r}"
+            )
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -116,6 +126,38 @@ class LevelReport:
     results: list[RequestResult] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     metrics: list[Any] = field(default_factory=list)
+
+
+class IdentityCheck:
+    """--expect-server-id: the server's metadata must name the expected id before a level's first request and
+    after its last one; otherwise the level fails (and the run stops) with `error`."""
+
+    def __init__(self, protocol: Protocol, expected: str) -> None:
+        self.protocol, self.expected = protocol, expected
+        self.seen: dict[str, str | None] = {}
+        self.error: str | None = None
+
+    async def check(self, phase: str, label: str) -> bool:
+        """Ask the server for its id `phase` ("before" or "after") the level `label`; False on a mismatch."""
+        where = f"{IDENTITY_PHASES[phase]} of {label}"
+        try:
+            actual: str | None = await self.protocol.server_id()
+        except Exception as exc:  # whatever the cause, the server no longer identifies itself
+            actual = None
+            self.error = (
+                f"the server at {self.protocol.endpoint.url} no longer answers server metadata {where}: {describe(exc)}"
+            )
+        else:
+            if actual != self.expected:
+                self.error = (
+                    f"the server at {self.protocol.endpoint.url} is {actual!r}, not the expected "
+                    f"{self.expected!r} (--expect-server-id), {where}: its numbers are not this server's"
+                )
+        self.seen[phase] = actual
+        return self.error is None
+
+    def summary(self) -> dict[str, Any]:
+        return {"expected": self.expected, **self.seen, **({"error": self.error} if self.error else {})}
 
 
 class Tokenizer:
@@ -172,6 +214,7 @@ def run(
 ) -> list[LevelReport]:
     """Run every concurrency level; exports are rewritten (atomically) after each level and on interrupt."""
     config.levels(1)  # load options are checked before any file is read
+    config.check_identity_option()
     tokenizer = Tokenizer(config.tokenizer_path) if config.tokenizer_path else None
     if config.input_data is not None:
         records = load_jsonl(config.input_data)
@@ -186,7 +229,12 @@ def run(
     reports: list[LevelReport] = []
     started = time.time()
 
-    def finish(report: LevelReport, client: dict[str, Any] | None = None, server: dict[str, Any] | None = None) -> None:
+    def finish(
+        report: LevelReport,
+        client: dict[str, Any] | None = None,
+        server: dict[str, Any] | None = None,
+        identity: IdentityCheck | None = None,
+    ) -> None:
         report.metrics = [
             request_metrics(r, requests[r.record_index].prompt, records[r.record_index].reference, count, scorer)
             for r in report.results
@@ -196,6 +244,10 @@ def run(
             report.summary["client"] = client
         if server is not None:
             report.summary["server_metrics"] = server
+        if identity is not None:
+            report.summary["server_identity"] = identity.summary()
+            if identity.error:
+                report.summary["error"] = identity.error
         if config.export_file:
             export.write_all(config.export_file, config, reports, records, requests, started)
 
@@ -212,17 +264,26 @@ def run(
             for level in levels:
                 report = LevelReport(level)
                 reports.append(report)
+                identity = IdentityCheck(protocol, config.expect_server_id) if config.expect_server_id else None
+                if identity and not await identity.check("before", level.label):
+                    finish(report, identity=identity)
+                    raise TrtsweepError(str(identity.error))
                 before = await server_metrics.scrape(session, config.server_metrics_url) if session else None
                 async with ClientHealth() as health:
                     await run_level(protocol, requests, report.level, config.seed, partial(record, report))
                 if session:  # a server may count a request a moment after its final response left
                     await asyncio.sleep(server_metrics.SETTLE_S)
                 after = await server_metrics.scrape(session, config.server_metrics_url) if session else None
+                if identity:
+                    await identity.check("after", level.label)
                 finish(
                     report,
                     health.summary(len(report.results)),
                     server_metrics.delta(before, after) if before and after else None,
+                    identity,
                 )
+                if identity and identity.error:  # the level's numbers are written, marked with the error
+                    raise TrtsweepError(identity.error)
                 if on_level:
                     on_level(report)
         finally:

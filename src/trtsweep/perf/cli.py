@@ -139,6 +139,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to reach the server")
     p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
     p.add_argument(
+        "--expect-server-id",
+        metavar="ID",
+        help="grpc/http (Triton): the server id (tritonserver --id) the server must report before the first and "
+        "after the last request of every level; otherwise that level fails and llm-perf exits non-zero",
+    )
+    p.add_argument(
         "--stall-timeout", type=float, default=60.0,
         help="streaming: seconds to wait for the next chunk (the first included) before the request fails as a "
         "timeout; 0 turns it off",
@@ -180,6 +186,7 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
         export_file=args.profile_export_file,
         scorer=args.scorer,
         server_metrics_url=args.server_metrics_url,
+        expect_server_id=args.expect_server_id,
         synthetic=(args.num_prompts, args.synthetic_input_tokens, args.synthetic_output_tokens)
         if args.synthetic_input_tokens
         else None,

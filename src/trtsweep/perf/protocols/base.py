@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from trtsweep.errors import TrtsweepError
+
 NUM_OUTPUT_TOKENS = "num_output_tokens"  # Triton output: tokens in this response (trtsweep's ensembles)
 
 
@@ -102,3 +104,8 @@ class Protocol(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Release connections."""
+
+    async def server_id(self) -> str:
+        """The id the server reports in its metadata (Triton: `--id`, `name` of GET /v2); raises when it
+        does not answer (TrtsweepError, or the transport's own error)."""
+        raise TrtsweepError("this protocol has no server id: --expect-server-id needs -i grpc or -i http (Triton)")

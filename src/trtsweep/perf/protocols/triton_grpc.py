@@ -155,6 +155,12 @@ class TritonGrpc(Protocol):
             else:
                 stream.cancel()
 
+    async def server_id(self) -> str:
+        reply = await self.stub.ServerMetadata(
+            service_pb2.ServerMetadataRequest(), timeout=self.endpoint.connect_timeout_s
+        )
+        return str(reply.name)
+
     async def close(self) -> None:
         for stream in getattr(self, "idle", []):
             stream.cancel()

@@ -95,6 +95,16 @@ class TritonHttp(Protocol):
                 result.chunk_text.append(text)
             _count(payload, result)
 
+    async def server_id(self) -> str:
+        async with asyncio.timeout(self.endpoint.connect_timeout_s), self.session.get(f"{self._base()}/v2") as resp:
+            if resp.status != 200:
+                raise ServerError(f"GET /v2 answered HTTP {resp.status}")
+            metadata = await resp.json(content_type=None)
+        name = metadata.get("name") if isinstance(metadata, dict) else None
+        if not isinstance(name, str):
+            raise ServerError("GET /v2 answered without a server name: not Triton server metadata")
+        return name
+
     async def close(self) -> None:
         if getattr(self, "session", None) is not None:
             await self.session.close()
