@@ -1,30 +1,57 @@
 # Copyright: trtsweep contributors
 # Apache-2.0
-"""Jinja2 filters of trtsweep: sweep planning for the playbooks (the logic lives in trtsweep.planning)."""
+"""Jinja2 filters of trtsweep for the playbooks (the logic lives in the trtsweep package)."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
 try:
+    from trtsweep import fleet, hostfacts
     from trtsweep.errors import TrtsweepError
-    from trtsweep.planning import assign_hosts, expand
 except ImportError as exc:  # the controller's Python must have trtsweep installed
     IMPORT_ERROR: ImportError | None = exc
 else:
     IMPORT_ERROR = None
 
+NOT_PREPARED = "not prepared: unreachable, or failed in the prepare play before its GPUs were known (see above)"
 
-def trtsweep_points(sweep, hosts):
-    """The sweep's points (one dict of resolved settings each), placed on `hosts`."""
+
+def _require(name):
     if IMPORT_ERROR is not None:
-        raise AnsibleFilterError(f"trtsweep_points needs the trtsweep package on the controller: {IMPORT_ERROR}")
-    try:
-        return assign_hosts(expand(sweep), list(hosts))
-    except TrtsweepError as exc:
-        raise AnsibleFilterError(str(exc)) from exc
+        raise AnsibleFilterError(f"{name} needs the trtsweep package on the controller: {IMPORT_ERROR}")
+
+
+def trtsweep_fleet_hosts(names, hostvars):
+    """Host name -> what placement needs (trtsweep_host_facts of the prepare play); a host the prepare play
+    never reached gets its declared GPUs (if any) and a problem, so its points are failed at preflight."""
+    _require("trtsweep_fleet_hosts")
+    hosts = {}
+    for name in names:
+        host = hostvars[name]
+        facts = host.get("trtsweep_host_facts")
+        if facts:
+            hosts[name] = dict(facts)
+            continue
+        declared = host.get("trtsweep_gpus")
+        try:
+            gpus = hostfacts.declared_gpus(declared) if declared is not None else []
+        except TrtsweepError as exc:
+            raise AnsibleFilterError(f"{name}: {exc}") from exc
+        hosts[name] = {"gpus": gpus, "busy_gpus": [], "problems": [NOT_PREPARED]}
+    return hosts
+
+
+def trtsweep_lane_host(lane, plan, host_vars):
+    """add_host arguments for one lane of the plan: its host's connection and settings, its points."""
+    _require("trtsweep_lane_host")
+    wanted = [k for k in host_vars if k in fleet.LANE_CONNECTION_VARS or k.startswith(fleet.LANE_VAR_PREFIXES)]
+    values = {k: host_vars[k] for k in wanted if k not in fleet.NOT_COPIED}
+    args = fleet.lane_host(lane, values, list(host_vars.get("group_names", [])))
+    args["trtsweep_lane_points"] = [p for p in plan["points"] if p["lane"] == lane["name"]]
+    return args
 
 
 class FilterModule:
     def filters(self):
-        return {"trtsweep_points": trtsweep_points}
+        return {"trtsweep_fleet_hosts": trtsweep_fleet_hosts, "trtsweep_lane_host": trtsweep_lane_host}

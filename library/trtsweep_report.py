@@ -10,8 +10,11 @@ module: trtsweep_report
 short_description: Write report.csv / report.md for a results/<sweep> directory and return the table
 description:
   - Collects every point's C(llm_perf.summary.json) under C(results_dir) into one table.
+  - Given this run's O(plan), first marks the points it planned but never finished as lost, with the reason
+    the run's events recorded. RV(not_ok) lists every point whose status is not ok.
 options:
   results_dir: {type: path, required: true, description: "results/<sweep> directory on the controller."}
+  plan: {type: dict, description: "This run's plan (result of trtsweep_plan)."}
 attributes:
   check_mode: {support: none}
 """
@@ -26,6 +29,8 @@ EXAMPLES = r"""
 RETURN = r"""
 table: {description: The console table., returned: success, type: str}
 rows: {description: One row per point and concurrency level., returned: success, type: list, elements: dict}
+not_ok: {description: "One line per failed or lost point: status, host, stage, cause.", returned: success, type: list,
+  elements: str}
 """
 
 from pathlib import Path
@@ -35,12 +40,12 @@ from ansible.module_utils.trtsweep_common import require_trtsweep, run_or_fail
 
 
 def main():
-    module = AnsibleModule(argument_spec={"results_dir": {"type": "path", "required": True}})
+    module = AnsibleModule(argument_spec={"results_dir": {"type": "path", "required": True}, "plan": {"type": "dict"}})
     require_trtsweep(module)
     from trtsweep.report import write
 
-    text, rows = run_or_fail(module, write, Path(module.params["results_dir"]))
-    module.exit_json(changed=True, table=text, rows=rows)
+    text, rows, not_ok = run_or_fail(module, write, Path(module.params["results_dir"]), module.params["plan"])
+    module.exit_json(changed=True, table=text, rows=rows, not_ok=not_ok)
 
 
 if __name__ == "__main__":

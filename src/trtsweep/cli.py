@@ -27,15 +27,31 @@ def _plan(args: argparse.Namespace) -> None:
     except (OSError, yaml.YAMLError) as exc:
         raise TrtsweepError(f"{args.sweep_file}: cannot read sweep: {exc}") from exc
     sweep = data.get("trtsweep_sweep", data) if isinstance(data, dict) else data
-    for point in expand(sweep):
-        print(point["id"])
+    if args.inventory is None:
+        for point in expand(sweep):
+            print(point["id"])
+        return
+    from trtsweep import fleet
+    from trtsweep.inventory import planning_hosts
+
+    hosts, notes = planning_hosts(args.inventory, args.gpus)
+    plan = fleet.make_plan(sweep, hosts, args.results_dir, force=args.force, only=args.only, write=False)
+    print("\n".join([*notes, fleet.plan_text(plan)]))
 
 
 def _report(args: argparse.Namespace) -> None:
     from trtsweep.report import write
 
-    text, _ = write(args.results_dir)
+    text, _, not_ok = write(args.results_dir)
     print(text)
+    if not_ok:
+        raise TrtsweepError(f"{len(not_ok)} point(s) not ok: {not_ok[0]}")
+
+
+def _wheelhouse(args: argparse.Namespace) -> None:
+    from trtsweep.bootstrap import wheelhouse
+
+    print(wheelhouse(args.dest, args.extras))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,12 +60,21 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo-model", help="materialize the bundled demo model (HF dir + offline hub cache)")
     demo.add_argument("--cache-dir", type=Path, help="default: $TRTSWEEP_CACHE or ~/.cache/trtsweep")
     demo.set_defaults(func=_demo_model)
-    plan = sub.add_parser("plan", help="list the points of a sweep file")
+    plan = sub.add_parser("plan", help="list the points of a sweep file; with -i, where each would run")
     plan.add_argument("sweep_file", type=Path)
+    plan.add_argument("-i", "--inventory", help="Ansible inventory: print host, GPUs, ports and order per point")
+    plan.add_argument("--gpus", type=int, help="GPUs of a host whose inventory declares none (trtsweep_gpus)")
+    plan.add_argument("--results-dir", type=Path, default=Path("results"), help="for resume (default: results)")
+    plan.add_argument("--force", action="store_true", help="plan every point, complete or not")
+    plan.add_argument("--only", help="comma-separated point-id globs")
     plan.set_defaults(func=_plan)
     report = sub.add_parser("report", help="print and write the report of a results/<sweep> directory")
     report.add_argument("results_dir", type=Path)
     report.set_defaults(func=_report)
+    house = sub.add_parser("wheelhouse", help="trtsweep's wheel and its dependency wheels, for offline hosts")
+    house.add_argument("dest", type=Path)
+    house.add_argument("--extras", nargs="*", default=["local"], help="extras to include (default: local)")
+    house.set_defaults(func=_wheelhouse)
     args = parser.parse_args(argv)
     try:
         args.func(args)

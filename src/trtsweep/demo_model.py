@@ -12,6 +12,7 @@ Everything is cached and idempotent: a completion marker written last records wh
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -112,7 +113,18 @@ def _seed_hub_cache(hf_dir: Path, hub_cache: Path, revision: str) -> None:
 
 
 def materialize(cache: Path) -> DemoModel:
-    """Build (or find, when already complete) the demo model under `cache`."""
+    """Build (or find, when already complete) the demo model under `cache`.
+
+    Serialized by a lock in `cache`: packed points start side by side on a fresh host, and the second
+    waits for the first one's conversion instead of converting into the same directory.
+    """
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".demo-model.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _materialize(cache)
+
+
+def _materialize(cache: Path) -> DemoModel:
     hf_dir = cache / "models" / "SmolLM2-135M-Instruct"
     hub_cache = cache / "hf-hub"
     marker = hf_dir / MARKER

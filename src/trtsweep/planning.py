@@ -17,10 +17,17 @@ Sweep definition (``trtsweep_sweep``)::
     streaming: [true]
     triton: {}                          # extra triton_repo parameters for every point
     benchmark: {protocol: grpc, concurrency: [1, 2, 4], input_data: data/prompts.jsonl, ...}
+    placement:                          # where points run (see trtsweep.placement)
+      mode: exclusive                   # exclusive: one point per host at a time | pack: side by side
+      gpus_per_point: 0                 # backend hf only: GPUs an hf point takes (0 = CPU point)
+      gpu_type: null                    # substring of the GPU name a point needs, e.g. H100
+      min_gpu_memory_gb: null           # smallest GPU memory a point needs
+      weights: {}                       # point-id glob -> expected work (default 1.0 per point)
 """
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import re
 from typing import Any
@@ -45,7 +52,9 @@ TRTLLM_KEYS = {
 }
 PROTOCOLS = ("grpc", "http")
 AXES = ("models", "precisions", "parallelism", "max_batch_sizes", "lengths", "streaming")
-KNOWN = {"name", "backend", "trtllm", "triton", "benchmark", *AXES}
+KNOWN = {"name", "backend", "trtllm", "triton", "benchmark", "placement", *AXES}
+PLACEMENT_MODES = ("exclusive", "pack")
+PLACEMENT_KEYS = {"mode", "gpus_per_point", "gpu_type", "min_gpu_memory_gb", "weights"}
 BENCHMARK_KEYS = {
     "protocol",
     "concurrency",
@@ -128,6 +137,42 @@ def _trtllm(backend: str, value: Any) -> dict[str, Any]:
     return {"runtime": "native", "python": "python3", "calibrate_on_prompts": False, **value}
 
 
+def _placement(backend: str, value: Any) -> dict[str, Any]:
+    value = value or {}
+    if not isinstance(value, dict):
+        raise _fail("placement", f"expected a mapping with {sorted(PLACEMENT_KEYS)}")
+    unknown = set(value) - PLACEMENT_KEYS
+    if unknown:
+        raise _fail("placement", f"unknown key(s) {sorted(unknown)}; known: {sorted(PLACEMENT_KEYS)}")
+    mode = value.get("mode", "exclusive")
+    if mode not in PLACEMENT_MODES:
+        raise _fail("placement.mode", f"expected one of {PLACEMENT_MODES}, got {mode!r}")
+    gpus = value.get("gpus_per_point", 0)
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+        raise _fail("placement.gpus_per_point", f"expected a non-negative integer, got {gpus!r}")
+    if gpus and backend != "hf":
+        raise _fail("placement.gpus_per_point", "only for backend hf (tensorrtllm points take tp x pp GPUs)")
+    gpu_type = value.get("gpu_type")
+    if gpu_type is not None and (not isinstance(gpu_type, str) or not gpu_type.strip()):
+        raise _fail("placement.gpu_type", f"expected part of a GPU name such as 'H100', got {gpu_type!r}")
+    memory = value.get("min_gpu_memory_gb")
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int | float) or memory <= 0):
+        raise _fail("placement.min_gpu_memory_gb", f"expected a positive number of GiB, got {memory!r}")
+    weights = value.get("weights") or {}
+    if not isinstance(weights, dict) or any(
+        not isinstance(k, str) or isinstance(w, bool) or not isinstance(w, int | float) or w <= 0
+        for k, w in weights.items()
+    ):
+        raise _fail("placement.weights", "expected a mapping of point-id glob -> positive number")
+    return {"mode": mode, "gpus_per_point": gpus, "gpu_type": gpu_type, "min_gpu_memory_gb": memory, "weights": weights}
+
+
+def _weight(point_id: str, weights: dict[str, float]) -> float:
+    """The expected work of a point: the last matching glob's weight, else 1.0."""
+    matched = [float(w) for glob, w in weights.items() if fnmatch.fnmatchcase(point_id, glob)]
+    return matched[-1] if matched else 1.0
+
+
 def expand(sweep: Any) -> list[dict[str, Any]]:
     """All points of the sweep matrix, in a stable order; raises TrtsweepError naming the bad field."""
     if not isinstance(sweep, dict):
@@ -171,6 +216,7 @@ def expand(sweep: Any) -> list[dict[str, Any]]:
         raise _fail("triton", "expected a mapping of triton_repo parameters")
     benchmark = _benchmark(sweep.get("benchmark"))
     trtllm = _trtllm(backend, sweep.get("trtllm"))
+    placement = _placement(backend, sweep.get("placement"))
 
     points = []
     for model, precision, (tp, pp), bs, (isl, osl), stream in itertools.product(
@@ -194,16 +240,16 @@ def expand(sweep: Any) -> list[dict[str, Any]]:
                 "triton": dict(triton),
                 "benchmark": dict(benchmark),
                 "trtllm": dict(trtllm),
+                "resources": {
+                    "gpus": tp * pp if backend == "tensorrtllm" else placement["gpus_per_point"],
+                    "gpu_type": placement["gpu_type"],
+                    "min_gpu_memory_gb": placement["min_gpu_memory_gb"],
+                },
+                "weight": _weight(point_id, placement["weights"]),
+                "placement_mode": placement["mode"],
             }
         )
     ids = [p["id"] for p in points]
     if len(set(ids)) != len(ids):
         raise _fail("models", "two models share a name; give each a distinct 'name'")
     return points
-
-
-def assign_hosts(points: list[dict[str, Any]], hosts: list[str]) -> list[dict[str, Any]]:
-    """Place points on hosts round-robin (placement by GPU count comes with fleet sweeps)."""
-    if not hosts:
-        raise TrtsweepError("no hosts to run the sweep on: the inventory group trtsweep_hosts is empty")
-    return [{**point, "host": hosts[i % len(hosts)]} for i, point in enumerate(points)]

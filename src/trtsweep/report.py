@@ -1,6 +1,9 @@
-"""The sweep report: every point's per-level headline numbers in one table (console, CSV, Markdown).
+"""The sweep report: every point's status and per-level headline numbers (console, CSV, Markdown).
 
-Reads `results/<sweep>/<point_id>/llm_perf.summary.json` files as fetched to the controller.
+Reads what was fetched to the controller: `results/<sweep>/<point_id>/llm_perf.summary.json` and
+`status.json`. Given the run's plan, the points this run planned but never finished are marked lost
+first (their host went away), with the reason the run's events recorded (`events.json`, written by the
+trtsweep_events callback) where there is one.
 """
 
 from __future__ import annotations
@@ -11,11 +14,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trtsweep import status
 from trtsweep.errors import TrtsweepError
 from trtsweep.fileio import atomic_write_text
 from trtsweep.perf.export import CSV_COLUMNS, headline, table
 
 SUMMARY_FILE = "llm_perf.summary.json"
+EVENTS_FILE = "events.json"
+PLACEMENT_COLUMNS = ("host", "gpus", "colocated")
 
 
 def collect(results_dir: Path) -> list[dict[str, Any]]:
@@ -27,28 +33,70 @@ def collect(results_dir: Path) -> list[dict[str, Any]]:
             data = json.loads(summary_file.read_text())
         except json.JSONDecodeError as exc:
             raise TrtsweepError(f"{summary_file}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+        record = status.read(results_dir, point) or {}
+        where = {
+            "host": record.get("host"),
+            "gpus": ",".join(str(g) for g in record.get("gpus", [])),
+            "colocated": record.get("colocated"),
+        }
         for level in data.get("levels", []):
-            rows.append({"point": point, **headline(level, level.get("summary", {}))})
+            rows.append({"point": point, **where, **headline(level, level.get("summary", {}))})
     return rows
 
 
-def write(results_dir: Path) -> tuple[str, list[dict[str, Any]]]:
-    """Write report.csv and report.md into `results_dir`; return the console text and the rows."""
+def lost_reasons(results_dir: Path) -> dict[str, str]:
+    """Host -> why it went away, from the run's events file (empty when there is none)."""
+    try:
+        events = json.loads((results_dir / EVENTS_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return {host: f"host {host} unreachable: {msg}" for host, msg in events.get("unreachable", {}).items()}
+
+
+def statuses(results_dir: Path) -> list[dict[str, Any]]:
+    records = []
+    for path in sorted(results_dir.glob(f"*/{status.STATUS_FILE}")):
+        record = status.read(results_dir, path.parent.name)
+        if record:
+            records.append(record)
+    return records
+
+
+def status_lines(records: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for r in records:
+        where = f"{r.get('host')} gpus {','.join(str(g) for g in r.get('gpus', [])) or '-'}"
+        where += " (co-located)" if r.get("colocated") else ""
+        line = f"{r['point']}: {r['status']} on {where}"
+        if r["status"] != "ok":
+            line += f" at stage {r.get('stage')}: {r.get('cause')}"
+        lines.append(line)
+    return lines
+
+
+def write(results_dir: Path, plan: dict[str, Any] | None = None) -> tuple[str, list[dict[str, Any]], list[str]]:
+    """Write report.csv and report.md into `results_dir`; return (console text, rows, points not ok)."""
+    if plan is not None:
+        status.outcome(results_dir, plan["points"], plan["run_id"], lost_reasons(results_dir))
     rows = collect(results_dir)
-    if not rows:
-        raise TrtsweepError(f"{results_dir}: no {SUMMARY_FILE} found; nothing was measured")
+    records = statuses(results_dir)
+    if not rows and not records:
+        raise TrtsweepError(f"{results_dir}: no {SUMMARY_FILE} or {status.STATUS_FILE} found; nothing was measured")
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=["point", *(c for c, _ in CSV_COLUMNS)])
+    writer = csv.DictWriter(buffer, fieldnames=["point", *PLACEMENT_COLUMNS, *(c for c, _ in CSV_COLUMNS)])
     writer.writeheader()
     writer.writerows(rows)
     atomic_write_text(results_dir / "report.csv", buffer.getvalue())
     sections = []
     for point in dict.fromkeys(r["point"] for r in rows):
-        sections.append(f"{point}\n{table([r for r in rows if r['point'] == point])}")
-    text = "\n\n".join(sections)
+        levels = [{k: v for k, v in r.items() if k not in PLACEMENT_COLUMNS} for r in rows if r["point"] == point]
+        sections.append(f"{point}\n{table(levels)}")
+    points = status_lines(records)
+    not_ok = [line for line, r in zip(points, records, strict=True) if r["status"] != "ok"]
+    text = "\n\n".join([*sections, "points:\n" + "\n".join(f"  {line}" for line in points)])
     legend = (
         "latencies in ms; TTFT = time to first token; ICL = inter-chunk latency (every gap, vLLM's ITL); "
         "TPOT = (E2E-TTFT)/(tokens-1) per request (AIPerf's ITL); tok/s over the benchmark window"
     )
     atomic_write_text(results_dir / "report.md", f"# {results_dir.name}\n\n{legend}\n\n```\n{text}\n```\n")
-    return f"{text}\n\n{legend}", rows
+    return f"{text}\n\n{legend}", rows, not_ok

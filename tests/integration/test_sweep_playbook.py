@@ -16,11 +16,10 @@ NOT_CHANGED_ON_RERUN = (
     "Seed the bundled demo model into the offline cache",
     "Resolve HuggingFaceTB/SmolLM2-135M-Instruct",
     "Generate the Triton model repository",
-    "record the point",
 )
 
 
-def run_sweep(tmp_path: Path, ports: list[int] | None = None) -> ansible_runner.Runner:
+def run_sweep(tmp_path: Path, ports: list[int] | None = None, **extra: object) -> ansible_runner.Runner:
     """Run the embedded sweep through ansible-runner with private results/work directories and free ports."""
     http, grpc, metrics = ports or free_ports(3)
     overrides = {
@@ -29,6 +28,7 @@ def run_sweep(tmp_path: Path, ports: list[int] | None = None) -> ansible_runner.
         "trtsweep_triton_http_port": http,
         "trtsweep_triton_grpc_port": grpc,
         "trtsweep_triton_metrics_port": metrics,
+        **extra,
     }
     private = tmp_path / f"runner-{len(list(tmp_path.glob('runner-*')))}"
     private.mkdir()
@@ -43,8 +43,8 @@ def stdout(runner: ansible_runner.Runner) -> str:
     return runner.stdout.read()
 
 
-def run_ok(tmp_path: Path) -> ansible_runner.Runner:
-    runner = run_sweep(tmp_path)
+def run_ok(tmp_path: Path, **extra: object) -> ansible_runner.Runner:
+    runner = run_sweep(tmp_path, **extra)
     assert runner.rc == 0, stdout(runner)[-6000:]
     return runner
 
@@ -67,7 +67,12 @@ def test_embedded_sweep_runs_end_to_end_and_reruns_without_changes(tmp_path):
     for precision in ("float32", "int8"):  # the embedded sweep compares precisions
         point = f"smollm2-135m_{precision}_tp1pp1_bs4_isl1024osl128_stream"
         files = {p.name for p in (results / point).iterdir()}
-        assert {"llm_perf.json", "llm_perf.csv", "llm_perf.summary.json", "point.json", "triton_server.log"} <= files
+        assert {"llm_perf.json", "llm_perf.csv", "llm_perf.summary.json", "point.json", "triton_server.log",
+                "status.json"} <= files  # fmt: skip
+        record = json.loads((results / point / "status.json").read_text())
+        assert record["status"] == "ok" and record["host"] == "localhost" and record["stage"] == "benchmark"
+        assert set(record["stages"]) == {"preflight", "download", "quantize", "build", "repository", "serve",
+                                         "benchmark"}  # fmt: skip
         summary = json.loads((results / point / "llm_perf.summary.json").read_text())
         assert [lvl["concurrency"] for lvl in summary["levels"]] == [1, 2, 4]
         for level in summary["levels"]:
@@ -83,7 +88,12 @@ def test_embedded_sweep_runs_end_to_end_and_reruns_without_changes(tmp_path):
     assert "smollm2-135m_int8" in report and "smollm2-135m_float32" in report
     assert (results / "report.csv").is_file()
 
-    second = run_ok(tmp_path)
+    resumed = run_ok(tmp_path)  # every point complete with the same settings: nothing runs again
+    assert "kept (complete from an earlier run with the same settings)" in stdout(resumed)
+    assert not any("Point |" in name for name in task_changes(resumed))
+    assert json.loads((results / point / "status.json").read_text())["run_id"] == record["run_id"]
+
+    second = run_ok(tmp_path, trtsweep_force=True)
     changes = task_changes(second)
     for name, changed in changes.items():
         if any(marker in name for marker in NOT_CHANGED_ON_RERUN):
@@ -104,3 +114,8 @@ def test_a_busy_port_fails_the_point_with_one_line_and_leaves_no_server(tmp_path
     assert runner.rc != 0
     assert f"grpc port {ports[1]} on 127.0.0.1 already in use" in stdout(runner)
     assert list((tmp_path / "work").rglob("triton_server.json")) == []
+    # every point failed at serve, was recorded with its cause, and the report was still written
+    records = [json.loads(p.read_text()) for p in (tmp_path / "results").rglob("status.json")]
+    assert len(records) == 2 and all(r["status"] == "failed" and r["stage"] == "serve" for r in records)
+    assert all(f"grpc port {ports[1]} on 127.0.0.1 already in use" in r["cause"] for r in records)
+    assert (tmp_path / "results" / "smollm2-cpu-demo" / "report.md").is_file()

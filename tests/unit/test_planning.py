@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.planning import assign_hosts, expand
+from trtsweep.planning import expand
 
 
 def sweep(**over):
@@ -56,11 +56,27 @@ def test_bad_fields_are_named(override, message):
     assert "\n" not in str(err.value)
 
 
-def test_hosts_round_robin_and_empty_inventory():
-    points = assign_hosts(expand(sweep()), ["a", "b"])
-    assert [p["host"] for p in points] == ["a", "b", "a", "b"]
-    with pytest.raises(TrtsweepError, match="inventory group trtsweep_hosts is empty"):
-        assign_hosts(points, [])
+@pytest.mark.parametrize(
+    ("placement", "message"),
+    [
+        ({"mode": "spread"}, "sweep field 'placement.mode'"),
+        ({"gpus_per_point": -1}, "sweep field 'placement.gpus_per_point'"),
+        ({"min_gpu_memory_gb": 0}, "sweep field 'placement.min_gpu_memory_gb'"),
+        ({"weights": {"*": -2}}, "sweep field 'placement.weights'"),
+        ({"colour": 1}, "sweep field 'placement': unknown key(s) ['colour']"),
+    ],
+)
+def test_bad_placement_settings(placement, message):
+    with pytest.raises(TrtsweepError) as err:
+        expand(sweep(placement=placement))
+    assert message in str(err.value)
+
+
+def test_points_carry_their_resources_and_weight():
+    points = expand(sweep(placement={"gpus_per_point": 1, "gpu_type": "H100", "weights": {"*bfloat16*": 3}}))
+    assert points[0]["resources"] == {"gpus": 1, "gpu_type": "H100", "min_gpu_memory_gb": None}
+    assert [p["weight"] for p in points] == [1.0, 1.0, 3.0, 3.0]
+    assert expand(trt())[0]["resources"]["gpus"] == 2  # tensorrtllm: tp x pp
 
 
 def trt(**over):

@@ -66,7 +66,7 @@ class LocalRuntime:
             link = python_dir / name
             if link.is_symlink() and Path(os.readlink(link)) == target:
                 continue
-            tmp = python_dir / f".{name}.tmp"
+            tmp = python_dir / f".{name}.{os.getpid()}.tmp"  # per process: lanes start servers side by side
             tmp.unlink(missing_ok=True)
             tmp.symlink_to(target)
             tmp.replace(link)

@@ -1,0 +1,120 @@
+# Copyright: trtsweep contributors
+# Apache-2.0
+"""Ansible callback (notification): the sweep run's events and live progress, on the controller.
+
+Writes `results/<sweep>/events.json` while `sweep.yml` runs: per lane its current point and stage, per point
+its state (running / ok / failed), the hosts that became unreachable and why (the report's cause for lost
+points), and the run's start time. `trtsweep run` renders it as a compact live view; the report reads the
+unreachable hosts. Plain Ansible output is untouched. If the report play never ran (every lane went
+away), the report is written here at the end of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from ansible.plugins.callback import CallbackBase
+
+DOCUMENTATION = r"""
+name: trtsweep_events
+type: notification
+short_description: Record a trtsweep sweep run's progress and unreachable hosts in results/<sweep>/events.json
+description:
+  - Enabled in ansible.cfg (callbacks_enabled); does nothing for playbooks other than sweep.yml.
+requirements: [trtsweep on the controller]
+"""
+
+POINT_TASK = re.compile(r"^Point \| (?P<what>[^|]+?) \| (?P<point>\S+)$")
+STAGE = re.compile(r"^stage (?P<stage>\w+)$")
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "notification"
+    CALLBACK_NAME = "trtsweep_events"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._plan: dict | None = None
+        self._path: Path | None = None
+        self._reported = False
+        self._events: dict = {"started": time.time(), "lanes": {}, "points": {}, "unreachable": {}}
+
+    def _save(self) -> None:
+        if self._path is None:
+            return
+        self._events["updated"] = time.time()
+        tmp = self._path.with_name(f".{self._path.name}.tmp")
+        tmp.write_text(json.dumps(self._events, indent=1))
+        tmp.replace(self._path)
+
+    def _host(self, name: str) -> str:
+        lane = next((ln for ln in (self._plan or {}).get("lanes", []) if ln["name"] == name), None)
+        return lane["host"] if lane else name
+
+    def v2_runner_on_ok(self, result) -> None:  # type: ignore[no-untyped-def]
+        res = result._result
+        if result._task.action in ("trtsweep_plan",) and "run_id" in res and not res.get("skipped"):
+            self._plan = res
+            self._path = Path(res["results_dir"]) / "events.json"
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            self._events.update(
+                run_id=res["run_id"],
+                planned=[p["id"] for p in res["points"]],
+                kept=res["kept"],
+                lanes={ln["name"]: {"host": ln["host"]} for ln in res["lanes"]},
+            )
+            for entry in res.get("unplaced", []):
+                self._events["points"][entry["point"]] = {"state": "failed", "stage": "preflight"}
+            self._save()
+        elif result._task.action in ("trtsweep_report",):
+            self._reported = True
+        elif result._task.action in ("trtsweep_point_status",) and "record" in res:
+            record = res["record"]
+            self._events["points"][record["point"]] = {
+                "state": record["status"],
+                "stage": record.get("stage"),
+                "lane": record.get("lane"),
+                "host": record.get("host"),
+                "seconds": sum((record.get("stages") or {}).values()),
+            }
+            self._save()
+
+    def v2_runner_on_start(self, host, task) -> None:  # type: ignore[no-untyped-def]
+        match = POINT_TASK.match(task.get_name().strip())
+        lanes = self._events["lanes"]
+        if not match or host.name not in lanes:
+            return
+        stage = STAGE.match(match.group("what").strip())
+        lane = lanes[host.name]
+        if lane.get("point") != match.group("point") or stage:
+            lane.update(point=match.group("point"), since=lane.get("since") if not stage else time.time())
+            if stage:
+                lane["stage"] = stage.group("stage")
+            self._save()
+
+    def v2_runner_on_unreachable(self, result) -> None:
+        name = result._host.get_name()
+        msg = str(result._result.get("msg", "unreachable")).strip().splitlines()
+        host = self._host(name)
+        self._events["unreachable"].setdefault(host, msg[-1] if msg else "unreachable")
+        if name in self._events["lanes"]:
+            self._events["lanes"][name]["unreachable"] = True
+        self._save()
+
+    def v2_playbook_on_stats(self, stats) -> None:  # type: ignore[no-untyped-def]
+        self._events["finished"] = time.time()
+        self._save()
+        if self._plan is None or self._reported:
+            return
+        try:  # the report play never ran: every lane went away; write what is known
+            from trtsweep.report import write
+
+            text, _, _ = write(Path(self._plan["results_dir"]), self._plan)
+            self._display.warning("the report play did not run; report written by trtsweep_events:\n" + text)
+        except Exception as exc:  # a callback must never break the run's end
+            self._display.warning(f"trtsweep_events: could not write the report: {exc}")

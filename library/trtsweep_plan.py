@@ -1,0 +1,77 @@
+#!/usr/bin/python
+# Copyright: trtsweep contributors
+# Apache-2.0
+"""Ansible module (controller): plan a sweep run over the fleet: resume, placement, plan.json."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: trtsweep_plan
+short_description: Plan one run of a sweep over the fleet (resume, GPU placement, ports, order)
+description:
+  - Expands the sweep, keeps the points an earlier run completed with the same settings hash, places the rest
+    on the hosts that passed preflight (exclusive or packed lanes, GPUs, port blocks) and writes
+    C(results/<sweep>/plan.json). Fails, naming the points, when no host of the inventory can take some.
+  - Runs on the controller.
+options:
+  sweep: {type: dict, required: true, description: "The sweep definition (trtsweep_sweep)."}
+  hosts: {type: dict, required: true, description: "Host name -> {gpus, busy_gpus, ports, port_stride, problems}."}
+  results_dir: {type: path, required: true, description: "Results root on the controller (results/)."}
+  force: {type: bool, default: false, description: "Rerun every point, complete or not."}
+  only: {type: str, description: "Comma-separated point-id globs to run; the others are left as they are."}
+attributes:
+  check_mode: {support: full}
+"""
+
+EXAMPLES = r"""
+- name: Plan
+  trtsweep_plan:
+    sweep: "{{ trtsweep_sweep }}"
+    hosts: {gpu-01: {gpus: [{index: 0, name: H100, memory_mb: 81559}], problems: []}}
+    results_dir: "{{ playbook_dir }}/results"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+run_id: {description: This run's id (stamped into every status record)., returned: success, type: str}
+points: {description: "Placed points: host, lane, gpus, visible_devices, ports, order, colocated.", returned: success,
+  type: list, elements: dict}
+lanes: {description: "Lanes: name, host, index, gpus, ports, points.", returned: success, type: list, elements: dict}
+kept: {description: Points complete from an earlier run (not rerun)., returned: success, type: list, elements: str}
+left_out: {description: Points not matched by O(only)., returned: success, type: list, elements: str}
+unplaced: {description: "Points failed at preflight: point, cause.", returned: success, type: list, elements: dict}
+table: {description: The placement as text., returned: success, type: str}
+results_dir: {description: "results/<sweep> on the controller.", returned: success, type: str}
+"""
+
+from pathlib import Path
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.trtsweep_common import require_trtsweep, run_or_fail
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "sweep": {"type": "dict", "required": True},
+            "hosts": {"type": "dict", "required": True},
+            "results_dir": {"type": "path", "required": True},
+            "force": {"type": "bool", "default": False},
+            "only": {"type": "str"},
+        },
+        supports_check_mode=True,
+    )
+    require_trtsweep(module)
+    from trtsweep import fleet
+
+    p = module.params
+    plan = run_or_fail(
+        module, fleet.make_plan, p["sweep"], p["hosts"], Path(p["results_dir"]), p["force"], p["only"],
+        write=not module.check_mode,
+    )  # fmt: skip
+    plan.pop("hosts")
+    module.exit_json(changed=bool(plan["points"] or plan["unplaced"]), table=fleet.plan_text(plan), **plan)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+#!/usr/bin/python
+# Copyright: trtsweep contributors
+# Apache-2.0
+"""Ansible module (controller): a point's status record: running when it starts, ok or failed when it ends."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: trtsweep_point_status
+short_description: Write a sweep point's status record on the controller
+description:
+  - O(state=running) clears the point's controller results directory (nothing of an earlier run may pass as
+    this run's) and records the point as running with this run's id and the point's settings hash.
+  - O(state=finished) completes that record with ok or failed, the stage, the cause in one line, the log tail
+    and the seconds per stage. Refuses a record started by another run.
+  - Runs on the controller (delegate_to localhost).
+options:
+  state: {type: str, choices: [running, finished], required: true, description: "Start or end the record."}
+  results_dir: {type: path, required: true, description: "results/<sweep> on the controller."}
+  point: {type: dict, required: true, description: "The placed point."}
+  run_id: {type: str, required: true, description: "The run's id (trtsweep_plan)."}
+  status: {type: str, choices: [ok, failed], description: "Outcome (state=finished)."}
+  stage: {type: str, description: "Stage reached, or the stage that failed."}
+  failure: {type: raw, description: "The failed task's result (ansible_failed_result): message and log tail."}
+  failed_task: {type: str, description: "Name of the task that failed."}
+  stage_times: {type: dict, default: {}, description: "Stage -> epoch seconds when it began, plus 'end'."}
+attributes:
+  check_mode: {support: none}
+"""
+
+EXAMPLES = r"""
+- name: Point failed
+  trtsweep_point_status:
+    state: finished
+    results_dir: "{{ trtsweep_results_dir }}/{{ trtsweep_point.sweep }}"
+    point: "{{ trtsweep_point }}"
+    run_id: "{{ trtsweep_run_id }}"
+    status: failed
+    stage: serve
+    failure: "{{ ansible_failed_result }}"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+record: {description: The status record as written., returned: success, type: dict}
+"""
+
+import itertools
+from pathlib import Path
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.trtsweep_common import require_trtsweep, run_or_fail
+
+TAIL_LINES = 30
+
+
+def _failure(result, task):
+    """(one-line cause, log tail) from a failed task's result."""
+    if not isinstance(result, dict):
+        return (f"{task}: {result}" if result else task or "failed"), []
+    msg = str(result.get("msg") or result.get("stderr") or "failed").strip()
+    first, _, rest = msg.partition("\n")
+    tail = []
+    for key in ("details", "stderr_tail", "stderr_lines", "stdout_lines"):
+        value = result.get(key)
+        if value:
+            tail = value.splitlines() if isinstance(value, str) else [str(v) for v in value]
+            break
+    tail = tail or rest.splitlines()
+    cause = f"{task}: {first}" if task else first
+    return cause, tail[-TAIL_LINES:]
+
+
+def _durations(times):
+    """{stage: seconds} from {stage: start epoch, ..., end: epoch} in the order the stages began."""
+    marks = sorted(((float(t), name) for name, t in times.items()), key=lambda m: m[0])
+    return {name: round(nxt[0] - t, 3) for (t, name), nxt in itertools.pairwise(marks) if name != "end"}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "state": {"type": "str", "choices": ["running", "finished"], "required": True},
+            "results_dir": {"type": "path", "required": True},
+            "point": {"type": "dict", "required": True},
+            "run_id": {"type": "str", "required": True},
+            "status": {"type": "str", "choices": ["ok", "failed"]},
+            "stage": {"type": "str"},
+            "failure": {"type": "raw"},
+            "failed_task": {"type": "str"},
+            "stage_times": {"type": "dict", "default": {}},
+        },
+        required_if=[("state", "finished", ["status", "stage"])],
+    )
+    require_trtsweep(module)
+    from trtsweep import fleet, status
+
+    p = module.params
+    results = Path(p["results_dir"])
+    if p["state"] == "running":
+        record = run_or_fail(module, status.begin, results, p["point"], p["run_id"], fleet.now())
+    else:
+        cause, tail = _failure(p["failure"], p["failed_task"]) if p["status"] == "failed" else (None, [])
+        record = run_or_fail(
+            module, status.finish, results, p["point"]["id"], p["run_id"], status=p["status"], stage=p["stage"],
+            cause=cause, log_tail=tail, stages=_durations(p["stage_times"]), finished_at=fleet.now(),
+        )  # fmt: skip
+    module.exit_json(changed=True, record=record)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The controller's exact trtsweep as a wheel, for `fleet_prepare` to install on every host.
+
+The wheel is built once per build id (`release.build_id`, a hash of the package's files) from the source
+tree the controller runs (`pip wheel --no-deps`), and kept in `<out>/<build id>/`. `wheelhouse` adds the
+dependency wheels (`pip download`) for hosts that cannot reach a package index.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.release import PACKAGE_DIR, build_id
+
+
+def source_tree() -> Path:
+    """The checkout the running trtsweep comes from (an editable install); refuse an installed wheel."""
+    root = PACKAGE_DIR.parent.parent
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file() or 'name = "trtsweep"' not in pyproject.read_text():
+        raise TrtsweepError(
+            f"trtsweep at {PACKAGE_DIR} is not a source checkout; give the wheel to install (fleet_prepare_wheel)"
+        )
+    return root
+
+
+def _run(argv: list[str], what: str) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        lines = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()]
+        raise TrtsweepError(f"{what} failed (exit {proc.returncode}): {lines[-1] if lines else ''}")
+
+
+def build_wheel(out_root: Path) -> tuple[Path, str, bool]:
+    """(wheel path, build id, built now?) for the running trtsweep; reuses `<out_root>/<build id>/*.whl`."""
+    build = build_id()
+    out_dir = out_root / build
+    existing = sorted(out_dir.glob("trtsweep-*.whl"))
+    if existing:
+        return existing[0], build, False
+    root = source_tree()
+    isolation = [] if importlib.util.find_spec("wheel") and importlib.util.find_spec("setuptools") else None
+    out_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".wheel-", dir=out_root) as tmp:
+        argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", tmp, str(root)]
+        if isolation is not None:
+            argv.insert(5, "--no-build-isolation")
+        _run(argv, f"building the trtsweep wheel from {root}")
+        wheels = sorted(Path(tmp).glob("trtsweep-*.whl"))
+        if len(wheels) != 1:
+            raise TrtsweepError(f"pip wheel produced {len(wheels)} trtsweep wheels in {tmp}")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        target = out_dir / wheels[0].name
+        shutil.move(str(wheels[0]), target.with_suffix(".tmp"))
+        target.with_suffix(".tmp").replace(target)
+    return target, build, True
+
+
+def wheelhouse(dest: Path, extras: list[str]) -> Path:
+    """The trtsweep wheel plus every dependency wheel (for `extras`) in `dest`, for offline hosts."""
+    wheel, _, _ = build_wheel(dest / ".trtsweep")
+    spec = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
+    _run([sys.executable, "-m", "pip", "download", "--dest", str(dest), spec], "pip download")
+    return dest

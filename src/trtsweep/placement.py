@@ -1,0 +1,221 @@
+"""Placement: which host, which GPUs, which ports and in what order each sweep point runs.
+
+Input: the points of `planning.expand` (each with `resources` {gpus, gpu_type, min_gpu_memory_gb} and a
+`weight`, its expected work) and the hosts with their GPUs (discovered with nvidia-smi or declared in the
+inventory). Output: every point gets a *lane*: one sequence of points on one host with a fixed GPU set and
+a fixed Triton port block. A host runs its lanes side by side; the points of a lane one after the other.
+
+* `exclusive` (default): one lane per host holding every usable GPU: one point at a time, clean numbers.
+* `pack`: a host's usable GPUs are cut into lanes as wide as the largest point placed there, so an
+  8-GPU host runs eight 1-GPU points at once (`CUDA_VISIBLE_DEVICES` per lane, ports base + k * stride).
+
+Hosts are chosen longest-processing-time first: groups of points that share a checkpoint (same model,
+revision, precision, TP/PP) go, heaviest first, to the host that finishes them earliest; a group heavier
+than an even share of the work is split into its points so sharing never unbalances the fleet. A point
+that no host can take fails the plan with the points and the reason named.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trtsweep.errors import TrtsweepError
+
+PORT_ROLES = ("http", "grpc", "metrics")
+DEFAULT_PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}
+DEFAULT_PORT_STRIDE = 10
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    memory_mb: int
+    used_mb: int = 0
+
+
+@dataclass
+class Host:
+    """A host as placement sees it: its usable GPUs and the first Triton port block."""
+
+    name: str
+    gpus: list[Gpu] = field(default_factory=list)
+    ports: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_PORTS))
+    port_stride: int = DEFAULT_PORT_STRIDE
+    busy_gpus: list[int] = field(default_factory=list)  # indices left out: memory already in use
+
+    def fitting(self, resources: dict[str, Any]) -> list[Gpu]:
+        """The GPUs of this host that a point with these resources may use."""
+        gpu_type = (resources.get("gpu_type") or "").lower()
+        min_mb = (resources.get("min_gpu_memory_gb") or 0) * 1024
+        return [g for g in self.gpus if gpu_type in g.name.lower() and g.memory_mb >= min_mb]
+
+    def fits(self, resources: dict[str, Any]) -> bool:
+        return len(self.fitting(resources)) >= resources["gpus"]
+
+
+@dataclass
+class Lane:
+    name: str  # the inventory name the run play uses for it: <host>--lane<k>
+    host: str
+    index: int
+    gpus: list[int]
+    ports: dict[str, int]
+    points: list[str] = field(default_factory=list)
+    load: float = 0.0
+
+
+def host_from_facts(name: str, facts: dict[str, Any]) -> Host:
+    """A Host from the `trtsweep_host_facts` module result (or the same shape written in an inventory).
+
+    `facts`: {gpus: [{index, name, memory_mb, used_mb}], busy_gpus: [index...], ports: {http, grpc, metrics},
+    port_stride: N}.
+    """
+    gpus = [Gpu(int(g["index"]), str(g["name"]), int(g["memory_mb"]), int(g.get("used_mb", 0))) for g in facts["gpus"]]
+    busy = [int(i) for i in facts.get("busy_gpus", [])]
+    ports = {role: int(facts.get("ports", DEFAULT_PORTS).get(role, DEFAULT_PORTS[role])) for role in PORT_ROLES}
+    return Host(
+        name=name,
+        gpus=[g for g in gpus if g.index not in busy],
+        ports=ports,
+        port_stride=int(facts.get("port_stride", DEFAULT_PORT_STRIDE)),
+        busy_gpus=busy,
+    )
+
+
+def _share_key(point: dict[str, Any]) -> str:
+    """Points with the same key share a checkpoint (and cache): keep them together where it does not unbalance."""
+    model = point["model"]
+    kv = point.get("trtllm", {}).get("kv_cache_dtype")
+    return json.dumps([model["repo_id"], model.get("revision"), point["precision"], point["tp"], point["pp"], kv])
+
+
+def _describe(resources: dict[str, Any]) -> str:
+    text = f"{resources['gpus']} GPU(s)"
+    if resources.get("gpu_type"):
+        text += f" of type {resources['gpu_type']}"
+    if resources.get("min_gpu_memory_gb"):
+        text += f" with >= {resources['min_gpu_memory_gb']} GiB"
+    return text
+
+
+def check_fit(points: list[dict[str, Any]], hosts: list[Host]) -> None:
+    homeless = [p for p in points if not any(h.fits(p["resources"]) for h in hosts)]
+    if not homeless:
+        return
+    offer = "; ".join(f"{h.name}: {len(h.gpus)} usable GPU(s)" for h in hosts) or "no hosts"
+    needs = ", ".join(f"{p['id']} ({_describe(p['resources'])})" for p in homeless[:5])
+    more = f" and {len(homeless) - 5} more" if len(homeless) > 5 else ""
+    raise TrtsweepError(f"no host can take {len(homeless)} point(s): {needs}{more}; hosts offer {offer}")
+
+
+def _lane_width(points: list[dict[str, Any]]) -> int:
+    return max((p["resources"]["gpus"] for p in points), default=0)
+
+
+def _slots(host: Host, width: int, mode: str) -> int:
+    """How many points of `width` GPUs the host runs at once."""
+    if mode == "exclusive" or width == 0:
+        return 1
+    return max(1, len(host.gpus) // width)
+
+
+def _choose_hosts(points: list[dict[str, Any]], hosts: list[Host], mode: str) -> dict[str, list[dict[str, Any]]]:
+    """Longest-processing-time first over share groups; returns host name -> its points."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for point in points:
+        groups.setdefault(_share_key(point), []).append(point)
+    total = sum(p["weight"] for p in points)
+    units: list[list[dict[str, Any]]] = []
+    for members in groups.values():
+        eligible = [h for h in hosts if all(h.fits(p["resources"]) for p in members)]
+        share = total / max(1, len(eligible) or len(hosts))
+        if eligible and sum(p["weight"] for p in members) <= share:
+            units.append(members)
+        else:  # splitting keeps the fleet balanced (or lets each point find its own host)
+            units.extend([p] for p in members)
+    units.sort(key=lambda u: (-sum(p["weight"] for p in u), u[0]["id"]))
+    load = {h.name: 0.0 for h in hosts}
+    placed: dict[str, list[dict[str, Any]]] = {h.name: [] for h in hosts}
+    for unit in units:
+        weight = sum(p["weight"] for p in unit)
+        width = _lane_width(unit)
+
+        def finish(h: Host, weight: float = weight, width: int = width) -> tuple[float, float, str]:
+            return ((load[h.name] + weight) / _slots(h, width, mode), load[h.name], h.name)
+
+        host = min((h for h in hosts if all(h.fits(p["resources"]) for p in unit)), key=finish)
+        load[host.name] += weight
+        placed[host.name].extend(unit)
+    return placed
+
+
+def _lanes(host: Host, points: list[dict[str, Any]], mode: str) -> list[Lane]:
+    width = _lane_width(points)
+    usable = [g.index for g in host.fitting({"gpus": width, **_strictest(points)})]
+    count = _slots(host, width, mode) if width else 1
+    count = min(count, max(1, len(usable) // width) if width else 1)
+    lanes = []
+    for k in range(count):
+        gpus = usable[k * width : (k + 1) * width] if mode == "pack" and width else usable if width else []
+        ports = {role: host.ports[role] + k * host.port_stride for role in PORT_ROLES}
+        lanes.append(Lane(name=f"{host.name}--lane{k}", host=host.name, index=k, gpus=gpus, ports=ports))
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for point in points:
+        groups.setdefault(_share_key(point), []).append(point)
+    # a share group stays in one lane: two lanes never wait on (or race for) the same checkpoint
+    for members in sorted(groups.values(), key=lambda u: (-sum(p["weight"] for p in u), u[0]["id"])):
+        lane = min(lanes, key=lambda ln: (ln.load, ln.index))
+        for point in sorted(members, key=lambda p: (-p["weight"], p["id"])):
+            lane.points.append(point["id"])
+            lane.load += point["weight"]
+    return [ln for ln in lanes if ln.points]
+
+
+def _strictest(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """The tightest GPU type / memory among points placed together (lanes are cut from GPUs fitting all)."""
+    types = {p["resources"].get("gpu_type") for p in points} - {None}
+    memory = max((p["resources"].get("min_gpu_memory_gb") or 0 for p in points), default=0)
+    return {"gpu_type": next(iter(types)) if len(types) == 1 else None, "min_gpu_memory_gb": memory or None}
+
+
+def place(points: list[dict[str, Any]], hosts: list[Host], mode: str = "exclusive") -> dict[str, Any]:
+    """Place `points` on `hosts`; returns {points: [point + placement], lanes: [lane dicts]}.
+
+    Each placed point gains: host, lane (inventory name), gpus (indices), visible_devices ("0,1" or ""),
+    ports {http, grpc, metrics}, order (position in its lane), colocated (other lanes on its host).
+    """
+    if mode not in ("exclusive", "pack"):
+        raise TrtsweepError(f"placement mode {mode!r}: expected exclusive or pack")
+    if not hosts and points:
+        raise TrtsweepError("no hosts to run the sweep on: the inventory group trtsweep_hosts is empty")
+    check_fit(points, hosts)
+    by_id = {p["id"]: p for p in points}
+    lanes: list[Lane] = []
+    placed_by_host = _choose_hosts(points, hosts, mode) if points else {}
+    for host in hosts:
+        if placed_by_host.get(host.name):
+            lanes.extend(_lanes(host, placed_by_host[host.name], mode))
+    lanes_per_host: dict[str, int] = {}
+    for lane in lanes:
+        lanes_per_host[lane.host] = lanes_per_host.get(lane.host, 0) + 1
+    out = []
+    for lane in lanes:
+        for order, point_id in enumerate(lane.points):
+            out.append(
+                {
+                    **by_id[point_id],
+                    "host": lane.host,
+                    "lane": lane.name,
+                    "gpus": lane.gpus,
+                    "visible_devices": ",".join(str(i) for i in lane.gpus),
+                    "ports": dict(lane.ports),
+                    "order": order,
+                    "colocated": lanes_per_host[lane.host] > 1,
+                }
+            )
+    order = {p["id"]: i for i, p in enumerate(points)}
+    out.sort(key=lambda p: order[p["id"]])
+    return {"points": out, "lanes": [asdict(lane) for lane in lanes]}

@@ -1,0 +1,157 @@
+"""Point status records on the controller, and what a rerun has to do (resume).
+
+Every point ends with `results/<sweep>/<point>/status.json`:
+
+    {"point": id, "status": "ok" | "failed" | "lost" | "running", "stage": the stage reached or failed,
+     "cause": one line, "log_tail": [...], "stages": {stage: seconds}, "host", "lane", "gpus", "ports",
+     "colocated", "run_id", "settings_hash", "trtsweep": {version, build}, "started_at", "finished_at"}
+
+"running" is written on the controller when a point starts; a point still "running" after the run play is
+*lost* (its host went away). A rerun skips points whose record is "ok" with the same settings hash (the
+resolved point, its model revision and the trtsweep build) and reruns failed, lost, missing or changed ones.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.fileio import atomic_write_text
+from trtsweep.release import describe
+
+STATUS_FILE = "status.json"
+STAGES = ("preflight", "download", "quantize", "build", "repository", "serve", "benchmark")
+FINAL = ("ok", "failed", "lost")
+# set by placement, not part of what the point measures
+PLACEMENT_KEYS = frozenset({"host", "lane", "gpus", "visible_devices", "ports", "order", "colocated", "weight"})
+# the files an "ok" point must have on the controller to be skipped on a rerun
+RESULT_FILES = ("llm_perf.summary.json",)
+
+
+def settings_hash(point: dict[str, Any]) -> str:
+    """What the point measures: its resolved settings (not where it ran) and the trtsweep build."""
+    settings = {k: v for k, v in point.items() if k not in PLACEMENT_KEYS}
+    blob = json.dumps({"point": settings, "trtsweep": describe()}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def read(results_dir: Path, point_id: str) -> dict[str, Any] | None:
+    path = results_dir / point_id / STATUS_FILE
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise TrtsweepError(f"{path}: unreadable status record ({exc}); remove it to rerun the point") from exc
+    return data if isinstance(data, dict) else None
+
+
+def is_complete(results_dir: Path, point: dict[str, Any]) -> bool:
+    record = read(results_dir, point["id"])
+    return (
+        record is not None
+        and record.get("status") == "ok"
+        and record.get("settings_hash") == settings_hash(point)
+        and all((results_dir / point["id"] / name).is_file() for name in RESULT_FILES)
+    )
+
+
+def select(
+    points: list[dict[str, Any]], results_dir: Path, force: bool = False, only: str | None = None
+) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """(points to run, ids kept from an earlier run, ids left out by `only`)."""
+    run, kept, left_out = [], [], []
+    for point in points:
+        if only and not any(fnmatch.fnmatchcase(point["id"], g.strip()) for g in only.split(",") if g.strip()):
+            left_out.append(point["id"])
+        elif not force and is_complete(results_dir, point):
+            kept.append(point["id"])
+        else:
+            run.append(point)
+    return run, kept, left_out
+
+
+def write(results_dir: Path, record: dict[str, Any]) -> Path:
+    path = results_dir / record["point"] / STATUS_FILE
+    atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def begin(results_dir: Path, point: dict[str, Any], run_id: str, started_at: str) -> dict[str, Any]:
+    """Clear the point's controller directory (nothing of an earlier run may pass as this one's) and
+    record it as running."""
+    point_dir = results_dir / point["id"]
+    if point_dir.exists():
+        shutil.rmtree(point_dir)
+    record = {
+        "point": point["id"],
+        "status": "running",
+        "stage": STAGES[0],
+        "cause": None,
+        "log_tail": [],
+        "stages": {},
+        "host": point.get("host"),
+        "lane": point.get("lane"),
+        "gpus": point.get("gpus", []),
+        "ports": point.get("ports", {}),
+        "colocated": point.get("colocated", False),
+        "run_id": run_id,
+        "settings_hash": settings_hash(point),
+        "trtsweep": describe(),
+        "started_at": started_at,
+        "finished_at": None,
+    }
+    write(results_dir, record)
+    return record
+
+
+def finish(results_dir: Path, point_id: str, run_id: str, **fields: Any) -> dict[str, Any]:
+    """Complete the running record of this run (status ok or failed, stage, cause, log tail, stage seconds)."""
+    record = read(results_dir, point_id)
+    if record is None or record.get("run_id") != run_id:
+        raise TrtsweepError(
+            f"{results_dir / point_id / STATUS_FILE}: not started by run {run_id} "
+            f"(found run {record.get('run_id') if record else None}); refusing to mix runs"
+        )
+    if fields.get("status") not in ("ok", "failed"):
+        raise TrtsweepError(f"point status must be ok or failed, got {fields.get('status')!r}")
+    record.update(fields)
+    write(results_dir, record)
+    return record
+
+
+def outcome(results_dir: Path, planned: list[dict[str, Any]], run_id: str, lost_reasons: dict[str, str]) -> list[dict]:
+    """Final status of every point planned in this run; a point this run started but never finished is lost.
+
+    `lost_reasons`: host -> why it went away (from the run's events), used for the lost points' cause.
+    """
+    records = []
+    for point in planned:
+        record = read(results_dir, point["id"])
+        if record is not None and record.get("run_id") == run_id and record.get("status") in ("ok", "failed"):
+            records.append(record)
+            continue
+        started = record is not None and record.get("run_id") == run_id
+        reason = lost_reasons.get(point["host"]) or f"host {point['host']} stopped running the sweep"
+        stage = record.get("stage") if started and record else None
+        cause = f"{reason} (during stage {stage})" if stage else f"{reason} (before the point started)"
+        lost = {
+            **(record if started and record else {}),
+            "point": point["id"],
+            "status": "lost",
+            "stage": stage,
+            "cause": cause,
+            "host": point["host"],
+            "lane": point.get("lane"),
+            "gpus": point.get("gpus", []),
+            "run_id": run_id,
+            "settings_hash": settings_hash(point),
+        }
+        write(results_dir, lost)
+        records.append(lost)
+    return records

@@ -1,0 +1,64 @@
+"""Host facts: GPUs from nvidia-smi (the recording double) or the inventory, busy GPUs, preflight lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trtsweep import hostfacts
+from trtsweep.errors import TrtsweepError
+
+DOUBLE = Path(__file__).resolve().parents[1] / "doubles" / "nvidia-smi"
+
+
+def test_gpus_from_nvidia_smi_with_busy_ones(monkeypatch):
+    monkeypatch.setenv("FAKE_GPU_COUNT", "2")
+    monkeypatch.setenv("FAKE_GPU_USED_MB", "0,30000")
+    gpus, why = hostfacts.discover_gpus(str(DOUBLE))
+    assert why is None
+    assert gpus == [
+        {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_mb": 81559, "used_mb": 0},
+        {"index": 1, "name": "NVIDIA H100 80GB HBM3", "memory_mb": 81559, "used_mb": 30000},
+    ]
+    assert hostfacts.busy(gpus, 1024) == [1]
+
+
+def test_a_host_without_nvidia_smi_has_no_gpus():
+    gpus, why = hostfacts.discover_gpus("/nonexistent/nvidia-smi")
+    assert gpus == [] and "not found" in why
+
+
+def test_malformed_nvidia_smi_output_names_the_line():
+    with pytest.raises(TrtsweepError, match="nvidia-smi line 2: expected 4 fields"):
+        hostfacts.parse_nvidia_smi("0, H100, 81559, 0\n1, H100\n")
+
+
+def test_declared_gpus_count_or_list():
+    assert len(hostfacts.declared_gpus(2)) == 2
+    assert hostfacts.declared_gpus([{"name": "NVIDIA L4", "memory_mb": 23034}])[0]["memory_mb"] == 23034
+    for bad in (True, -1, "two", [{"memory_mb": 1}]):
+        with pytest.raises(TrtsweepError, match="trtsweep_gpus"):
+            hostfacts.declared_gpus(bad)
+
+
+def test_preflight_gives_one_line_per_problem(tmp_path):
+    problems, found = hostfacts.preflight(tmp_path / "cache", min_free_gb=5000, runtime="native",
+                                          tritonserver="/nonexistent/tritonserver", trtllm_version_wanted="0.11.0",
+                                          trtllm_python="/nonexistent/python")  # fmt: skip
+    assert len(problems) == 3
+    assert problems[0] == "runtime native: /nonexistent/tritonserver not found on PATH"
+    assert problems[1].startswith("disk: ") and "need 5000 GiB (trtsweep_min_free_gb)" in problems[1]
+    assert problems[2].startswith("tensorrt_llm: not importable by /nonexistent/python")
+    assert found["free_bytes"] > 0
+    assert all("\n" not in p for p in problems)
+
+
+def test_preflight_checks_the_trtllm_version_of_the_install(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 0.12.0\n")
+    fake.chmod(0o755)
+    problems, found = hostfacts.preflight(tmp_path, 0, "local", trtllm_version_wanted="0.11.0",
+                                          trtllm_python=str(fake))  # fmt: skip
+    assert problems == ["tensorrt_llm 0.12.0 on this host; the sweep's points declare 0.11.0"]
+    assert found["trtllm_version"] == "0.12.0"
