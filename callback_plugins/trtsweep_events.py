@@ -12,6 +12,7 @@ away), the report is written here at the end of the run.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -62,6 +63,9 @@ class CallbackModule(CallbackBase):
             self._plan = res
             self._path = Path(res["results_dir"]) / "events.json"
             self._path.parent.mkdir(parents=True, exist_ok=True)
+            pointer = os.environ.get("TRTSWEEP_EVENTS_POINTER")
+            if pointer:  # `trtsweep run` waits for this to know which sweep's events to show
+                Path(pointer).write_text(str(self._path))
             self._events.update(
                 run_id=res["run_id"],
                 planned=[p["id"] for p in res["points"]],

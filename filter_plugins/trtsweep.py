@@ -48,7 +48,8 @@ def trtsweep_lane_host(lane, plan, host_vars):
     wanted = [k for k in host_vars if k in fleet.LANE_CONNECTION_VARS or k.startswith(fleet.LANE_VAR_PREFIXES)]
     values = {k: host_vars[k] for k in wanted if k not in fleet.NOT_COPIED}
     args = fleet.lane_host(lane, values, list(host_vars.get("group_names", [])))
-    args["trtsweep_lane_points"] = [p for p in plan["points"] if p["lane"] == lane["name"]]
+    by_id = {p["id"]: p for p in plan["points"]}
+    args["trtsweep_lane_points"] = [by_id[point_id] for point_id in lane["points"]]  # in the lane's order
     return args
 
 

@@ -48,6 +48,43 @@ def _report(args: argparse.Namespace) -> None:
         raise TrtsweepError(f"{len(not_ok)} point(s) not ok: {not_ok[0]}")
 
 
+def _run(args: argparse.Namespace) -> None:
+    """ansible-playbook with its plain output in a log file and a live view of the run on the terminal."""
+    import os
+    import subprocess
+    import tempfile
+    import time
+
+    from trtsweep.progress import load, render
+
+    rest = args.playbook_args[1:] if args.playbook_args[:1] == ["--"] else args.playbook_args
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), *rest]
+    log_path = args.log or Path(tempfile.mkstemp(prefix="trtsweep-run-", suffix=".log")[1])
+    pointer = Path(tempfile.mkstemp(prefix="trtsweep-events-")[1])
+    env = {**os.environ, "TRTSWEEP_EVENTS_POINTER": str(pointer)}
+    print(f"ansible-playbook output: {log_path}", flush=True)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        shown = 0
+        while True:
+            rc = proc.poll()
+            events_path = pointer.read_text().strip() if pointer.stat().st_size else ""
+            if events_path:
+                text = render(load(Path(events_path)))
+                if sys.stdout.isatty() and shown:
+                    sys.stdout.write(f"\x1b[{shown}F\x1b[J")
+                print(text, flush=True)
+                shown = text.count("\n") + 1 if sys.stdout.isatty() else 0
+            if rc is not None:
+                break
+            time.sleep(args.interval)
+    pointer.unlink(missing_ok=True)
+    tail = log_path.read_text(errors="replace").splitlines()[-25:]
+    print("\n".join(tail))
+    if rc != 0:
+        raise TrtsweepError(f"ansible-playbook exited with {rc} (full output: {log_path})")
+
+
 def _wheelhouse(args: argparse.Namespace) -> None:
     from trtsweep.bootstrap import wheelhouse
 
@@ -71,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     report = sub.add_parser("report", help="print and write the report of a results/<sweep> directory")
     report.add_argument("results_dir", type=Path)
     report.set_defaults(func=_report)
+    run = sub.add_parser("run", help="ansible-playbook (args after --) with a compact live view of the sweep")
+    run.add_argument("--log", type=Path, help="where ansible-playbook's plain output goes (default: a temp file)")
+    run.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    run.add_argument("playbook_args", nargs=argparse.REMAINDER, help="e.g. -- sweep.yml -i inventory/x.yml")
+    run.set_defaults(func=_run)
     house = sub.add_parser("wheelhouse", help="trtsweep's wheel and its dependency wheels, for offline hosts")
     house.add_argument("dest", type=Path)
     house.add_argument("--extras", nargs="*", default=["local"], help="extras to include (default: local)")

