@@ -28,7 +28,7 @@ def parse(prog: str, table: versions.Table, argv: list[str]) -> argparse.Namespa
     parser = argparse.ArgumentParser(prog=prog, allow_abbrev=False)
     for flag, spec in table.flags.items():
         if spec.takes_value:
-            parser.add_argument(flag, choices=spec.choices, nargs="+" if spec.many else None)
+            parser.add_argument(flag, choices=spec.choices, nargs=spec.nargs)
         else:
             parser.add_argument(flag, action="store_true")
     return parser.parse_args(argv)

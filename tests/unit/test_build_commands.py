@@ -240,3 +240,41 @@ def test_checkpoint_extra_flags_and_calib_size():
     cmd = commands.checkpoint_command(CheckpointSpec("llama", "int8_sq", "0.20.0", "/m"), llama, python="p",
                                       script="s", output_dir="/o", calib_dir=None, calib_size=64)  # fmt: skip
     assert cmd.options[-2:] == ["--calib_size", "64"]
+
+
+@pytest.mark.parametrize("version", ["0.17.0", "1.2.0"])
+def test_lora_dir_takes_several_directories(version):
+    # trtllm-build: lora_parser.add_argument('--lora_dir', type=str, default=None, nargs="+") in every release
+    # from 0.9; the rendered 0.18.2 (proxy for 0.17) and 1.2.0 docs: [--lora_dir LORA_DIR [LORA_DIR ...]]
+    argv = build_argv(version, extra_flags={"lora_dir": ["/lora/a", "/lora/b"], "max_lora_rank": 8})
+    assert argv[argv.index("--lora_dir") :][:4] == ["--lora_dir", "/lora/a", "/lora/b", "--max_lora_rank"]
+    table = versions.build_table(versions.parse(version))
+    commands.validate("trtllm-build", table, versions.parse(version), ["--lora_dir", "/a", "/b", "/c"])
+    with pytest.raises(TrtsweepError, match="--lora_dir needs a value"):
+        commands.validate("trtllm-build", table, versions.parse(version), ["--lora_dir", "--max_lora_rank", "8"])
+
+
+def test_fixed_and_optional_value_counts_follow_argparse():
+    llama08 = versions.convert_table((0, 8), "llama")  # v0.8.0: --rotary_scaling nargs=2, choices for lora
+    assert llama08.flags["--rotary_scaling"].nargs == 2
+    commands.validate("convert_checkpoint.py", llama08, (0, 8), ["--rotary_scaling", "linear", "2.0"])
+    with pytest.raises(TrtsweepError, match="--rotary_scaling needs exactly 2 values"):
+        commands.validate("convert_checkpoint.py", llama08, (0, 8), ["--rotary_scaling", "linear"])
+    with pytest.raises(TrtsweepError, match=r"--lora_target_modules 'moe_gate': TensorRT-LLM 0\.8 accepts one of"):
+        commands.validate("convert_checkpoint.py", llama08, (0, 8), ["--lora_target_modules", "attn_q", "moe_gate"])
+    # --weight_only_precision: nargs='?', const='int8' in every release read
+    qwen = versions.convert_table((1, 2), "qwen")
+    commands.validate("convert_checkpoint.py", qwen, (1, 2), ["--weight_only_precision", "--tp_size", "1"])
+    assert commands.extra_args("convert_checkpoint.py", qwen, {"weight_only_precision": True}, []) == [
+        "--weight_only_precision"
+    ]
+    with pytest.raises(TrtsweepError, match="--max_lora_rank takes one value, got a list of 2"):
+        commands.extra_args("trtllm-build", versions.build_table((1, 2)), {"max_lora_rank": [8, 16]}, [])
+
+
+def test_the_tool_doubles_parse_the_tables_as_argparse_would():
+    from tests.doubles import fakelib
+
+    table = versions.build_table((1, 2))
+    args = fakelib.parse("trtllm-build", table, ["--lora_dir", "/a", "/b", "--max_lora_rank", "8"])
+    assert args.lora_dir == ["/a", "/b"]

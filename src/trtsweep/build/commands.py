@@ -79,8 +79,29 @@ def _name(version: versions.Version) -> str:
     return f"{version[0]}.{version[1]}"
 
 
+def _arity(spec: versions.Flag) -> str:
+    if spec.nargs == "+":
+        return "one or more values"
+    if spec.nargs == "?":
+        return "at most one value"
+    if isinstance(spec.nargs, int):
+        return f"exactly {spec.nargs} values"
+    return "one value"
+
+
+def _taken(spec: versions.Flag, available: int) -> int | None:
+    """How many of the ``available`` values after the flag argparse would take (None: too few)."""
+    if spec.nargs == "+":
+        return available or None
+    if spec.nargs == "?":
+        return min(available, 1)
+    wanted = spec.nargs if isinstance(spec.nargs, int) else 1
+    return wanted if available >= wanted else None
+
+
 def validate(tool: str, table: versions.Table, version: versions.Version, args: Sequence[str]) -> None:
-    """Every flag in ``args`` exists in ``table``, switches stand alone, values respect the choices."""
+    """Every flag in ``args`` exists in ``table``, switches stand alone, each option gets as many values as its
+    ``nargs`` takes (argparse's rules), values respect the choices."""
     i = 0
     while i < len(args):
         flag = args[i]
@@ -90,22 +111,29 @@ def validate(tool: str, table: versions.Table, version: versions.Version, args: 
         if not spec.takes_value:
             i += 1
             continue
-        if i + 1 >= len(args) or args[i + 1] in table.flags:
-            raise TrtsweepError(f"{tool} option {flag} needs a value")
-        end = i + 2
-        while spec.many and end < len(args) and not args[end].startswith("--"):
-            end += 1
-        for value in args[i + 1 : end]:
+        available = 0
+        while i + 1 + available < len(args) and not _is_option(table, args[i + 1 + available]):
+            available += 1
+        taken = _taken(spec, available)
+        if taken is None:
+            needs = "a value" if spec.nargs in (None, "+") else _arity(spec)
+            raise TrtsweepError(f"{tool} option {flag} needs {needs} (TensorRT-LLM {_name(version)})")
+        for value in args[i + 1 : i + 1 + taken]:
             if spec.choices is not None and value not in spec.choices:
                 raise TrtsweepError(
                     f"{tool} option {flag} {value!r}: TensorRT-LLM {_name(version)} accepts one of {list(spec.choices)}"
                 )
-        i = end
+        i += 1 + taken
+
+
+def _is_option(table: versions.Table, arg: str) -> bool:
+    return arg in table.flags or arg.startswith("--")
 
 
 def extra_args(tool: str, table: versions.Table, extra: Mapping[str, Any], generated: Sequence[str]) -> list[str]:
-    """``extra_flags`` (flag -> value; True for a switch; None/False to leave out; a list repeats values)
-    as arguments; a flag trtsweep already sets must be set through its option instead."""
+    """``extra_flags`` (flag -> value; True for a switch or for an option whose value is optional; None/False to
+    leave out; a list gives an option that takes several values all of them) as arguments; a flag trtsweep
+    already sets must be set through its option instead."""
     out: list[str] = []
     for key, value in extra.items():
         flag = key if str(key).startswith("-") else f"--{key}"
@@ -119,9 +147,15 @@ def extra_args(tool: str, table: versions.Table, extra: Mapping[str, Any], gener
                 raise TrtsweepError(f"extra_flags: {tool} option {flag} is a switch; give it the value true")
             out.append(flag)
         elif value is True:
-            raise TrtsweepError(f"extra_flags: {tool} option {flag} needs a value, not true")
+            if spec is None or spec.nargs != "?":
+                raise TrtsweepError(f"extra_flags: {tool} option {flag} needs a value, not true")
+            out.append(flag)
         else:
             values = value if isinstance(value, list) else [value]
+            if spec is not None and isinstance(value, list) and _taken(spec, len(values)) != len(values):
+                raise TrtsweepError(
+                    f"extra_flags: {tool} option {flag} takes {_arity(spec)}, got a list of {len(values)}"
+                )
             out += [flag, *(str(v) for v in values)]
     return out
 

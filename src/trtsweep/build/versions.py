@@ -11,7 +11,8 @@ release with ``--max_seq_len`` gets it, one with ``--kv_cache_type`` gets that, 
 
 The facts live in ``flags/<major>.<minor>.json``, one file per release, written down from the TensorRT-LLM
 sources: per tool its accepted option strings (``false``: a switch; ``true``: takes one value; a list: one
-of these values; ``{"many": true, "choices": ...}``: one or more values), the ``source`` it was read from
+of these values; ``{"nargs": ..., "choices": ...}``: argparse's ``nargs``, ``"+"`` one or more values, ``"?"`` an
+optional value, N exactly N values, each one of ``choices`` unless that is null), the ``source`` it was read from
 (repository@commit path), whether that source is ``pinned`` to the release (the tag commit, or the
 release's own rendered argparse documentation) or only the closest copy that could be dated, and the
 ``evidence``. A tool whose file for a release could not be found names the release it is taken from
@@ -44,11 +45,17 @@ TOOLS = ("trtllm-build", "convert_checkpoint.py", "quantize.py")
 @dataclass(frozen=True)
 class Flag:
     """One command-line option. ``takes_value``: it is followed by an argument (else it is a switch);
-    ``choices``: the only arguments accepted (None: any); ``many``: it takes one or more arguments."""
+    ``choices``: the only arguments accepted (None: any); ``nargs``: argparse's nargs of the option, None for
+    exactly one argument, ``"+"`` one or more, ``"?"`` zero or one, an int exactly that many."""
 
     takes_value: bool = True
     choices: tuple[str, ...] | None = None
-    many: bool = False
+    nargs: str | int | None = None
+
+    @property
+    def many(self) -> bool:
+        """It takes one or more arguments."""
+        return self.nargs == "+"
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,10 @@ def _flag(spec: Any) -> Flag:
     if isinstance(spec, list):
         return Flag(True, tuple(spec))
     choices = spec.get("choices")
-    return Flag(True, tuple(choices) if choices else None, bool(spec.get("many")))
+    nargs = spec.get("nargs")
+    if nargs not in (None, "+", "?") and not (isinstance(nargs, int) and not isinstance(nargs, bool) and nargs > 0):
+        raise TrtsweepError(f"flag table: nargs {nargs!r} is not one of None, '+', '?' or a positive integer")
+    return Flag(True, tuple(choices) if choices else None, nargs)
 
 
 def _name(version: Version) -> str:
