@@ -32,6 +32,7 @@ import itertools
 import re
 from typing import Any
 
+from trtsweep.build.precisions import KV_CACHE_DTYPES
 from trtsweep.build.precisions import PRECISIONS as TRTLLM_PRECISIONS
 from trtsweep.build.versions import FAMILIES, parse
 from trtsweep.errors import TrtsweepError
@@ -69,6 +70,20 @@ BENCHMARK_KEYS = {
     "stall_timeout",
     "connect_timeout",
 }
+# what a point's benchmark holds when the sweep leaves a key out (llm-perf's own defaults)
+BENCHMARK_DEFAULTS: dict[str, Any] = {
+    "protocol": "grpc",
+    "concurrency": [1],
+    "num_requests": None,  # one request per record
+    "warmup_requests": 1,
+    "max_tokens": None,  # the record's max_tokens, else the reference output's token count, else 128
+    "chat_template": False,
+    "seed": 0,
+    "extra_inputs": {},
+    "request_timeout": 600,
+    "stall_timeout": 60,  # 0: off
+    "connect_timeout": 10,
+}
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -89,6 +104,23 @@ def _positive(field: str, value: Any) -> int:
     return value
 
 
+def _integer(field: str, value: Any, minimum: int | None = None) -> int:
+    """An int (not a bool) of at least `minimum`."""
+    if not isinstance(value, int) or isinstance(value, bool) or (minimum is not None and value < minimum):
+        expected = "an integer" if minimum is None else f"an integer >= {minimum}"
+        raise _fail(field, f"expected {expected}, got {value!r}")
+    return value
+
+
+def _seconds(field: str, value: Any, zero: str | None = None) -> float:
+    """A number of seconds > 0 (>= 0 when `zero` says what 0 means)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or value < 0 or (value == 0 and zero is None) or value != value or value == float("inf"):
+        expected = f"a number of seconds >= 0 (0: {zero})" if zero else "a positive number of seconds"
+        raise _fail(field, f"expected {expected}, got {value!r}")
+    return value
+
+
 def _model(index: int, entry: Any) -> dict[str, Any]:
     field = f"models[{index}]"
     if not isinstance(entry, dict) or not isinstance(entry.get("repo_id"), str) or "/" not in entry["repo_id"]:
@@ -99,22 +131,49 @@ def _model(index: int, entry: Any) -> dict[str, Any]:
     return {"repo_id": entry["repo_id"], "name": name, "revision": entry.get("revision")}
 
 
+def _extra_inputs(value: Any) -> dict[str, Any]:
+    """Request inputs passed as llm-perf --extra-inputs name:value,...: names and values must survive that."""
+    if not isinstance(value, dict):
+        raise _fail("benchmark.extra_inputs", f"expected a mapping of request input -> value, got {value!r}")
+    for key, item in value.items():
+        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise _fail("benchmark.extra_inputs", f"input name {key!r} must be letters, digits and '_'")
+        if isinstance(item, float) and item != item:
+            raise _fail(f"benchmark.extra_inputs.{key}", "NaN is not a request input value")
+        if not isinstance(item, str | int | float | bool) or (isinstance(item, str) and ("," in item or not item)):
+            expected = "a number, boolean or non-empty string without ','"
+            raise _fail(f"benchmark.extra_inputs.{key}", f"expected {expected}, got {item!r}")
+    return value
+
+
 def _benchmark(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _fail("benchmark", "expected a mapping")
     unknown = set(value) - BENCHMARK_KEYS
     if unknown:
         raise _fail("benchmark", f"unknown key(s) {sorted(unknown)}; known: {sorted(BENCHMARK_KEYS)}")
-    if value.get("protocol", "grpc") not in PROTOCOLS:
-        raise _fail("benchmark.protocol", f"expected one of {PROTOCOLS}, got {value.get('protocol')!r}")
-    concurrency = value.get("concurrency", [1])
+    value = {**BENCHMARK_DEFAULTS, **value}
+    if value["protocol"] not in PROTOCOLS:
+        raise _fail("benchmark.protocol", f"expected one of {PROTOCOLS}, got {value['protocol']!r}")
+    concurrency = value["concurrency"]
     if not isinstance(concurrency, list) or not concurrency:
         raise _fail("benchmark.concurrency", "expected a non-empty list of positive integers")
     for c in concurrency:
         _positive("benchmark.concurrency", c)
-    if not isinstance(value.get("input_data"), str):
+    if not isinstance(value.get("input_data"), str) or not value["input_data"].strip():
         raise _fail("benchmark.input_data", "expected the path of a jsonl prompts file")
-    return {"protocol": "grpc", "warmup_requests": 1, "chat_template": False, "seed": 0, **value}
+    for key in ("num_requests", "max_tokens"):  # null: one request per record / the reference's token count
+        if value[key] is not None:
+            _positive(f"benchmark.{key}", value[key])
+    _integer("benchmark.warmup_requests", value["warmup_requests"], 0)
+    _integer("benchmark.seed", value["seed"])
+    if not isinstance(value["chat_template"], bool):
+        raise _fail("benchmark.chat_template", f"expected true or false, got {value['chat_template']!r}")
+    _seconds("benchmark.request_timeout", value["request_timeout"])
+    _seconds("benchmark.connect_timeout", value["connect_timeout"])
+    _seconds("benchmark.stall_timeout", value["stall_timeout"], zero="no stall check")
+    _extra_inputs(value["extra_inputs"])
+    return value
 
 
 def _trtllm(backend: str, value: Any) -> dict[str, Any]:
@@ -134,6 +193,14 @@ def _trtllm(backend: str, value: Any) -> dict[str, Any]:
         raise _fail("trtllm.family", f"expected one of {FAMILIES}, got {value.get('family')!r}")
     if value.get("runtime", "native") not in ("native", "container"):
         raise _fail("trtllm.runtime", f"expected native or container, got {value.get('runtime')!r}")
+    if value.get("calib_size") is not None:
+        _positive("trtllm.calib_size", value["calib_size"])
+    if value.get("kv_cache_dtype") not in (None, *KV_CACHE_DTYPES):
+        raise _fail(
+            "trtllm.kv_cache_dtype", f"expected one of {KV_CACHE_DTYPES} or null, got {value['kv_cache_dtype']!r}"
+        )
+    if not isinstance(value.get("calibrate_on_prompts", False), bool):
+        raise _fail("trtllm.calibrate_on_prompts", f"expected true or false, got {value['calibrate_on_prompts']!r}")
     return {"runtime": "native", "python": "python3", "calibrate_on_prompts": False, **value}
 
 

@@ -7,7 +7,10 @@ import statistics
 import pytest
 
 from trtsweep.errors import TrtsweepError
+from trtsweep.perf.benchmark import BenchmarkConfig
 from trtsweep.perf.cli import extra_inputs, int_list, slo_spec
+from trtsweep.perf.cli import parser as llm_perf_parser
+from trtsweep.perf.protocols import Endpoint
 from trtsweep.perf.runner import Level, arrival_offsets
 
 
@@ -50,3 +53,36 @@ def test_cli_value_parsers():
                         (extra_inputs, "top_k")):  # fmt: skip
         with pytest.raises(argparse.ArgumentTypeError):
             parser(bad)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--num-requests", "0"],
+        ["--num-requests", "-3"],
+        ["--warmup-requests", "-1"],
+        ["--max-tokens", "0"],
+        ["--request-timeout", "0"],
+        ["--connect-timeout", "-1"],
+        ["--stall-timeout", "-1"],
+        ["--request-timeout", "nan"],
+        ["--concurrency", "0"],
+    ],
+)
+def test_llm_perf_refuses_counts_and_timeouts_out_of_range(argv, capsys):
+    # --num-requests 0 used to mean "one per record" (config.num_requests or len(requests)), silently
+    with pytest.raises(SystemExit) as exc:
+        llm_perf_parser().parse_args(["-m", "ensemble", "--input-data", "p.jsonl", *argv])
+    assert exc.value.code == 2
+    assert f"argument {argv[0]}" in capsys.readouterr().err
+    args = llm_perf_parser().parse_args(
+        ["-m", "e", "--stall-timeout", "0", "--warmup-requests", "0", "--num-requests", "1"]
+    )
+    assert (args.stall_timeout, args.warmup_requests, args.num_requests) == (0.0, 0, 1)  # 0: the check is off
+
+
+def test_benchmark_config_refuses_zero_requests_per_level():
+    config = BenchmarkConfig(endpoint=Endpoint(url="x", model="m"), protocol="grpc", input_data=None,
+                             concurrency=[1], num_requests=0)  # fmt: skip
+    with pytest.raises(TrtsweepError, match="--num-requests must be a positive integer, got 0"):
+        config.levels(5)

@@ -127,3 +127,63 @@ def test_the_example_sweep_files_plan():
     for path in [*sorted((root / "sweeps").glob("*.yml")), root / "group_vars" / "all" / "sweep.yml"]:
         points = expand(yaml.safe_load(path.read_text())["trtsweep_sweep"])
         assert points, path
+
+
+def bench(**over):
+    return {"benchmark": {"concurrency": [1, 2], "input_data": "data/prompts.jsonl", **over}}
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (bench(num_requests=-5), "sweep field 'benchmark.num_requests': expected a positive integer, got -5"),
+        (bench(num_requests=0), "sweep field 'benchmark.num_requests': expected a positive integer, got 0"),
+        (bench(num_requests="10"), "sweep field 'benchmark.num_requests'"),
+        (bench(warmup_requests=-1), "sweep field 'benchmark.warmup_requests': expected an integer >= 0, got -1"),
+        (bench(warmup_requests=1.5), "sweep field 'benchmark.warmup_requests'"),
+        (bench(max_tokens=0), "sweep field 'benchmark.max_tokens': expected a positive integer, got 0"),
+        (bench(seed="x"), "sweep field 'benchmark.seed': expected an integer, got 'x'"),
+        (bench(seed=True), "sweep field 'benchmark.seed'"),
+        (bench(seed=1.0), "sweep field 'benchmark.seed'"),
+        (bench(request_timeout=0), "sweep field 'benchmark.request_timeout': expected a positive number of seconds"),
+        (bench(request_timeout=-1), "sweep field 'benchmark.request_timeout'"),
+        (bench(request_timeout=float("nan")), "sweep field 'benchmark.request_timeout'"),
+        (bench(connect_timeout=0), "sweep field 'benchmark.connect_timeout'"),
+        (bench(connect_timeout="10s"), "sweep field 'benchmark.connect_timeout'"),
+        (bench(stall_timeout=-1), "sweep field 'benchmark.stall_timeout': expected a number of seconds >= 0"),
+        (bench(concurrency=[0]), "sweep field 'benchmark.concurrency'"),
+        (bench(chat_template="yes"), "sweep field 'benchmark.chat_template'"),
+        (bench(extra_inputs=[1]), "sweep field 'benchmark.extra_inputs'"),
+        (bench(extra_inputs={"top_k": [1, 2]}), "sweep field 'benchmark.extra_inputs.top_k'"),
+        (bench(extra_inputs={"stop": "a,b"}), "sweep field 'benchmark.extra_inputs.stop'"),
+        (bench(extra_inputs={"top k": 1}), "sweep field 'benchmark.extra_inputs'"),
+    ],
+)
+def test_every_benchmark_number_has_its_range(override, message):
+    with pytest.raises(TrtsweepError) as err:
+        expand(sweep(**override))
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_benchmark_edges_that_are_allowed_and_the_filled_defaults():
+    point = expand(sweep(**bench(warmup_requests=0, stall_timeout=0, seed=-3, request_timeout=0.5)))[0]
+    assert point["benchmark"] == {
+        "protocol": "grpc", "concurrency": [1, 2], "input_data": "data/prompts.jsonl", "num_requests": None,
+        "warmup_requests": 0, "max_tokens": None, "chat_template": False, "seed": -3, "extra_inputs": {},
+        "request_timeout": 0.5, "stall_timeout": 0, "connect_timeout": 10,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"calib_size": 0}, "sweep field 'trtllm.calib_size': expected a positive integer, got 0"),
+        ({"kv_cache_dtype": "fp4"}, "sweep field 'trtllm.kv_cache_dtype'"),
+        ({"calibrate_on_prompts": "yes"}, "sweep field 'trtllm.calibrate_on_prompts'"),
+    ],
+)
+def test_trtllm_numbers_and_choices_have_their_range(over, message):
+    with pytest.raises(TrtsweepError) as err:
+        expand(trt(**over))
+    assert message in str(err.value)

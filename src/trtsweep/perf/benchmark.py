@@ -61,6 +61,10 @@ class BenchmarkConfig:
             raise TrtsweepError("give either --concurrency or --request-rate levels (one of them)")
         if any(c < 1 for c in self.concurrency):
             raise TrtsweepError(f"--concurrency must be positive integers, got {self.concurrency}")
+        if self.num_requests is not None and self.num_requests < 1:
+            raise TrtsweepError(f"--num-requests must be a positive integer, got {self.num_requests}")
+        if self.warmup_requests < 0:
+            raise TrtsweepError(f"--warmup-requests must be >= 0, got {self.warmup_requests}")
         common = {"num_requests": per_level, "warmup_requests": self.warmup_requests, "duration_s": self.duration_s}
         if self.concurrency:
             return [Level(concurrency=c, **common) for c in self.concurrency]
@@ -225,7 +229,7 @@ def run(
     requests = prepare(records, config, tokenizer)
     count: TokenCount | None = tokenizer.count if tokenizer else None
     scorer = load_scorer(config.scorer) if config.scorer else None
-    levels = config.levels(config.num_requests or len(requests))
+    levels = config.levels(len(requests) if config.num_requests is None else config.num_requests)
     reports: list[LevelReport] = []
     started = time.time()
 

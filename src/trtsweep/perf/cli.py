@@ -25,6 +25,38 @@ def int_list(text: str) -> list[int]:
     return values
 
 
+def count(minimum: int) -> Any:
+    """An argparse type: an integer >= `minimum`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from exc
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
+def seconds(zero_allowed: bool) -> Any:
+    """An argparse type: a number of seconds > 0 (>= 0 when `zero_allowed`)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from exc
+        if not value >= 0 or value == float("inf") or (value == 0 and not zero_allowed):
+            raise argparse.ArgumentTypeError(
+                f"expected a number of seconds {'>=' if zero_allowed else '>'} 0, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
 def float_list(text: str) -> list[float]:
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
@@ -124,9 +156,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--tokenizer-path", help="HF tokenizer (directory or repo id) for token counts")
     p.add_argument("--profile-export-file", type=Path, help="JSON export of every request (+ .csv, .summary.json)")
-    p.add_argument("--num-requests", type=int, help="measured requests per level (default: one per record)")
-    p.add_argument("--warmup-requests", type=int, default=1, help="requests per level excluded from the numbers")
-    p.add_argument("--max-tokens", type=int, help="fixed output budget (default: reference token count)")
+    p.add_argument("--num-requests", type=count(1), help="measured requests per level (default: one per record)")
+    p.add_argument("--warmup-requests", type=count(0), default=1, help="requests per level excluded from the numbers")
+    p.add_argument("--max-tokens", type=count(1), help="fixed output budget (default: reference token count)")
     p.add_argument("--streaming", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--chat-template", action="store_true", help="wrap inputs with the tokenizer's chat template")
     p.add_argument("--extra-inputs", type=extra_inputs, default={}, help="extra request inputs, e.g. top_k:1")
@@ -136,8 +168,8 @@ def parser() -> argparse.ArgumentParser:
         help="Prometheus endpoint scraped before/after each level, e.g. http://localhost:8002/metrics (Triton)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the request order")
-    p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to reach the server")
-    p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
+    p.add_argument("--connect-timeout", type=seconds(False), default=10.0, help="seconds to reach the server")
+    p.add_argument("--request-timeout", type=seconds(False), default=600.0, help="seconds per request")
     p.add_argument(
         "--expect-server-id",
         metavar="ID",
@@ -145,7 +177,7 @@ def parser() -> argparse.ArgumentParser:
         "after the last request of every level; otherwise that level fails and llm-perf exits non-zero",
     )
     p.add_argument(
-        "--stall-timeout", type=float, default=60.0,
+        "--stall-timeout", type=seconds(True), default=60.0,
         help="streaming: seconds to wait for the next chunk (the first included) before the request fails as a "
         "timeout; 0 turns it off",
     )  # fmt: skip
