@@ -8,7 +8,7 @@ Every point ends with `results/<sweep>/<point>/status.json`:
 
 "running" is written on the controller when a point starts; a point still "running" after the run play is
 *lost* (its host went away). A rerun skips points whose record is "ok" with the same settings hash (the
-resolved point, its model revision and the trtsweep build) and reruns failed, lost, missing or changed ones.
+resolved point, its model revision and the trtsweep version) and reruns failed, lost, missing or changed ones.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from trtsweep import __version__
 from trtsweep.errors import TrtsweepError
 from trtsweep.fileio import atomic_write_text
 from trtsweep.release import describe
@@ -34,9 +35,11 @@ RESULT_FILES = ("llm_perf.summary.json",)
 
 
 def settings_hash(point: dict[str, Any]) -> str:
-    """What the point measures: its resolved settings (not where it ran) and the trtsweep build."""
+    """What the point measures: its resolved settings (not where it ran, with the model revision it names) and
+    the trtsweep version. The exact build (a hash of trtsweep's files) is recorded beside it, not hashed: a
+    rerun after an edit that leaves the version alone keeps complete points (-e trtsweep_force=true redoes them)."""
     settings = {k: v for k, v in point.items() if k not in PLACEMENT_KEYS}
-    blob = json.dumps({"point": settings, "trtsweep": describe()}, sort_keys=True, separators=(",", ":"))
+    blob = json.dumps({"point": settings, "trtsweep": __version__}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -30,7 +30,7 @@ import yaml
 from tests.conftest import ROOT
 from tests.fleet.testbed import TestBed, ansible_bin, ansible_env
 from trtsweep.demo_model import DemoModel
-from trtsweep.release import build_id
+from trtsweep.release import wheel_build_id
 
 SMOL = "models--HuggingFaceTB--SmolLM2-135M-Instruct"
 COPY_REPO = "trtsweep-test/smol-copy"
@@ -103,12 +103,15 @@ def test_bootstrap_installs_the_controllers_trtsweep_on_a_host_with_only_python(
     first = playbook(fleet["inventory"], fleet["extravars"], "--limit", "h1", "--tags", "prepare")
     assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-3000:]
     assert "Install trtsweep's dependencies" in first.stdout
-    # the host's venv holds exactly the controller's build, installed with no index (wheelhouse only)
+    # the host's venv holds exactly the build the controller made of its own tree (the wheel's files), installed
+    # with no index (wheelhouse only)
+    installed = json.loads((fleet["venv"] / "trtsweep-install.json").read_text())
+    wheels = sorted((ROOT / ".cache" / "wheels" / installed["build"]).glob("trtsweep-*.whl"))
+    assert wheels and wheel_build_id(wheels[0]) == installed["build"]
     probe = testbed.ssh(testbed.host("h1"), str(venv_python), "-c", "from trtsweep.release import build_id; "
                         "print(build_id())")  # fmt: skip
-    assert probe.stdout.strip() == build_id()
-    installed = json.loads((fleet["venv"] / "trtsweep-install.json").read_text())
-    assert installed["build"] == build_id() and installed["extras"] == ["local"] and installed["wheelhouse"]
+    assert probe.stdout.strip() == installed["build"]
+    assert installed["extras"] == ["local"] and installed["wheelhouse"]
 
     again = playbook(fleet["inventory"], fleet["extravars"], "--limit", "h1", "--tags", "prepare")
     assert again.returncode == 0, again.stdout[-5000:]

@@ -68,3 +68,22 @@ def test_order_statistic_interval_has_95_percent_coverage():
         lo, hi = quantile_ci(sorted(rng.random() for _ in range(200)), 0.9)
         hits += lo <= 0.9 <= hi
     assert hits / 400 >= 0.92
+
+
+def test_input_token_throughput_is_unknown_not_zero_without_a_tokenizer():
+    from trtsweep.perf.metrics import level_summary, request_metrics
+    from trtsweep.perf.protocols.base import RequestResult
+
+    results = []
+    for seq in range(3):
+        r = RequestResult(seq=seq, record_index=seq, warmup=False, sent_ns=1_000_000_000 * seq + 1)
+        for i in range(4):
+            r.add_chunk(f"t{i} ")
+        r.end_ns = r.chunk_ns[-1] + 1
+        results.append(r)
+    metrics = [request_metrics(r, "a prompt", None, None) for r in results]
+    summary = level_summary(results, metrics)
+    assert summary["output_token_throughput"] > 0  # streamed chunks count as tokens
+    assert summary["input_token_throughput"] is None and summary["input_tokens_total"] is None
+    counted = [request_metrics(r, "a prompt", None, lambda text: len(text.split())) for r in results]
+    assert level_summary(results, counted)["input_token_throughput"] > 0

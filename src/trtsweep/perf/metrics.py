@@ -129,11 +129,14 @@ def level_summary(
     out["request_throughput"] = len(good) / window if window > 0 else None
     in_tokens = [m.input_tokens for _, m in good if m.input_tokens is not None]
     out_tokens = [m.output_tokens for _, m in good if m.output_tokens is not None]
+    # a count is known only when every successful request has one: a partial sum (or 0 without a
+    # tokenizer) would pass for a measured number; unknown is None (null / "-"), never 0
+    known_in = len(in_tokens) == len(good)
     if out_tokens and window > 0:
         out["output_tokens_total"] = sum(out_tokens)
-        out["input_tokens_total"] = sum(in_tokens)
         out["output_token_throughput"] = sum(out_tokens) / window
-        out["input_token_throughput"] = sum(in_tokens) / window
+    out["input_tokens_total"] = sum(in_tokens) if known_in else None
+    out["input_token_throughput"] = sum(in_tokens) / window if known_in and window > 0 else None
     out["ttft_ms"] = _summary([m.ttft for _, m in good if m.ttft is not None])
     out["e2e_ms"] = _summary([m.e2e for _, m in good if m.e2e is not None])
     out["tpot_ms"] = _summary([m.tpot for _, m in good if m.tpot is not None])
