@@ -19,6 +19,13 @@ options:
   results_dir: {type: path, required: true, description: "Results root on the controller (results/)."}
   force: {type: bool, default: false, description: "Rerun every point, complete or not."}
   only: {type: str, description: "Comma-separated point-id globs to run; the others are left as they are."}
+  base_dir:
+    type: path
+    description:
+      - Directory a relative C(benchmark.input_data) is relative to (the playbook directory); the prompts file is
+        read on the controller while planning, and a missing, unreadable or malformed one fails the plan with
+        its file and line.
+      - Default the trtsweep checkout holding C(sweep.yml), else the current directory.
 attributes:
   check_mode: {support: full}
 """
@@ -29,6 +36,7 @@ EXAMPLES = r"""
     sweep: "{{ trtsweep_sweep }}"
     hosts: {gpu-01: {gpus: [{index: 0, name: H100, memory_mb: 81559}], problems: []}}
     results_dir: "{{ playbook_dir }}/results"
+    base_dir: "{{ playbook_dir }}"
   delegate_to: localhost
 """
 
@@ -58,6 +66,7 @@ def main():
             "results_dir": {"type": "path", "required": True},
             "force": {"type": "bool", "default": False},
             "only": {"type": "str"},
+            "base_dir": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -67,7 +76,7 @@ def main():
     p = module.params
     plan = run_or_fail(
         module, fleet.make_plan, p["sweep"], p["hosts"], Path(p["results_dir"]), p["force"], p["only"],
-        write=not module.check_mode,
+        write=not module.check_mode, base_dir=Path(p["base_dir"]) if p["base_dir"] else None,
     )  # fmt: skip
     plan.pop("hosts")
     module.exit_json(changed=bool(plan["points"] or plan["unplaced"]), table=fleet.plan_text(plan), **plan)

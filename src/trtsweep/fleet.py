@@ -50,9 +50,11 @@ def make_plan(
     force: bool = False,
     only: str | None = None,
     write: bool = True,
+    base_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """`hosts`: name -> {gpus, busy_gpus, ports, port_stride, problems}. Returns the plan (see module doc)."""
-    points = expand(sweep)
+    """`hosts`: name -> {gpus, busy_gpus, ports, port_stride, problems}; `base_dir`: where relative input_data
+    paths are (planning.expand). Returns the plan (see module doc)."""
+    points = expand(sweep, base_dir)
     mode = points[0]["placement_mode"] if points else "exclusive"
     results_dir = results_root / sweep["name"]
     to_run, kept, left_out = status.select(points, results_dir, force, only)

@@ -16,7 +16,7 @@ Sweep definition (``trtsweep_sweep``)::
     lengths: [{input: 1024, output: 256}]   # engine limits (max_input_len / output)
     streaming: [true]
     triton: {}                          # extra triton_repo parameters for every point
-    benchmark: {protocol: grpc, concurrency: [1, 2, 4], input_data: data/prompts.jsonl, ...}
+    benchmark: {protocol: grpc, concurrency: [1, 2, 4], input_data: data/prompts.jsonl, ...}   # BENCHMARK_KEYS
     placement:                          # where points run (see trtsweep.placement)
       mode: exclusive                   # exclusive: one point per host at a time | pack: side by side
       gpus_per_point: 0                 # backend hf only: GPUs an hf point takes (0 = CPU point)
@@ -30,12 +30,14 @@ from __future__ import annotations
 import fnmatch
 import itertools
 import re
+from pathlib import Path
 from typing import Any
 
 from trtsweep.build.precisions import KV_CACHE_DTYPES
 from trtsweep.build.precisions import PRECISIONS as TRTLLM_PRECISIONS
 from trtsweep.build.versions import FAMILIES, parse
 from trtsweep.errors import TrtsweepError
+from trtsweep.perf.dataset import load_jsonl
 
 BACKENDS = ("hf", "tensorrtllm")
 PRECISIONS = {"hf": ("float32", "bfloat16", "float16", "int8"), "tensorrtllm": TRTLLM_PRECISIONS}
@@ -87,6 +89,25 @@ BENCHMARK_DEFAULTS: dict[str, Any] = {
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+def default_base_dir() -> Path:
+    """Where relative `benchmark.input_data` paths start: the checkout holding sweep.yml (the playbook
+    directory) when trtsweep runs from one, else the current directory."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "sweep.yml").is_file() else Path.cwd()
+
+
+def check_input_data(input_data: str, base_dir: Path) -> Path:
+    """The prompts file must load as llm-perf loads it (perf.dataset: one JSON object per line with `input` or
+    `messages`, at least one record); the first problem raises one line naming the file and line."""
+    path = Path(input_data)
+    path = path if path.is_absolute() else base_dir / path
+    try:
+        load_jsonl(path)
+    except TrtsweepError as exc:
+        raise _fail("benchmark.input_data", str(exc)) from exc
+    return path
+
+
 def _fail(field: str, problem: str) -> TrtsweepError:
     return TrtsweepError(f"sweep field '{field}': {problem}")
 
@@ -121,6 +142,12 @@ def _seconds(field: str, value: Any, zero: str | None = None) -> float:
     return value
 
 
+def _no_control_characters(field: str, value: str) -> None:
+    bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        raise _fail(field, f"{value!r} contains the control character {bad!r}")
+
+
 def _model(index: int, entry: Any) -> dict[str, Any]:
     field = f"models[{index}]"
     if not isinstance(entry, dict) or not isinstance(entry.get("repo_id"), str) or "/" not in entry["repo_id"]:
@@ -146,7 +173,7 @@ def _extra_inputs(value: Any) -> dict[str, Any]:
     return value
 
 
-def _benchmark(value: Any) -> dict[str, Any]:
+def _benchmark(value: Any, base_dir: Path) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _fail("benchmark", "expected a mapping")
     unknown = set(value) - BENCHMARK_KEYS
@@ -162,6 +189,7 @@ def _benchmark(value: Any) -> dict[str, Any]:
         _positive("benchmark.concurrency", c)
     if not isinstance(value.get("input_data"), str) or not value["input_data"].strip():
         raise _fail("benchmark.input_data", "expected the path of a jsonl prompts file")
+    _no_control_characters("benchmark.input_data", value["input_data"])
     for key in ("num_requests", "max_tokens"):  # null: one request per record / the reference's token count
         if value[key] is not None:
             _positive(f"benchmark.{key}", value[key])
@@ -173,6 +201,7 @@ def _benchmark(value: Any) -> dict[str, Any]:
     _seconds("benchmark.connect_timeout", value["connect_timeout"])
     _seconds("benchmark.stall_timeout", value["stall_timeout"], zero="no stall check")
     _extra_inputs(value["extra_inputs"])
+    check_input_data(value["input_data"], base_dir)
     return value
 
 
@@ -240,8 +269,11 @@ def _weight(point_id: str, weights: dict[str, float]) -> float:
     return matched[-1] if matched else 1.0
 
 
-def expand(sweep: Any) -> list[dict[str, Any]]:
-    """All points of the sweep matrix, in a stable order; raises TrtsweepError naming the bad field."""
+def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
+    """All points of the sweep matrix, in a stable order; raises TrtsweepError naming the bad field.
+
+    `base_dir`: where a relative `benchmark.input_data` is (default: `default_base_dir()`); the prompts file is
+    read here, so a missing or malformed one fails the plan, not the benchmark of every point."""
     if not isinstance(sweep, dict):
         raise TrtsweepError("trtsweep_sweep must be a mapping (see planning.py for the schema)")
     unknown = set(sweep) - KNOWN
@@ -281,7 +313,7 @@ def expand(sweep: Any) -> list[dict[str, Any]]:
     triton = sweep.get("triton") or {}
     if not isinstance(triton, dict):
         raise _fail("triton", "expected a mapping of triton_repo parameters")
-    benchmark = _benchmark(sweep.get("benchmark"))
+    benchmark = _benchmark(sweep.get("benchmark"), default_base_dir() if base_dir is None else base_dir)
     trtllm = _trtllm(backend, sweep.get("trtllm"))
     placement = _placement(backend, sweep.get("placement"))
 

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from trtsweep.errors import TrtsweepError
@@ -119,8 +122,6 @@ def test_trtllm_settings_only_with_the_tensorrtllm_backend():
 
 
 def test_the_example_sweep_files_plan():
-    from pathlib import Path
-
     import yaml
 
     root = Path(__file__).resolve().parents[2]
@@ -187,3 +188,92 @@ def test_trtllm_numbers_and_choices_have_their_range(over, message):
     with pytest.raises(TrtsweepError) as err:
         expand(trt(**over))
     assert message in str(err.value)
+
+
+def with_data(tmp_path, text: str | bytes, name: str = "prompts.jsonl"):
+    path = tmp_path / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return sweep(**bench(input_data=name))
+
+
+GOOD = '{"input": "hi", "output": "hello"}\n'
+
+
+@pytest.mark.parametrize(
+    ("content", "where", "problem"),
+    [
+        (GOOD + "not json\n", ":2: ", "invalid JSON"),
+        (GOOD + "\n" + '{"prompt": "hi"}\n', ":3: ", "record has neither 'input' nor 'messages'"),
+        (GOOD + '{"messages": [{"role": "user"}]}\n', ":2: ", "'messages' must be a non-empty list"),
+        (GOOD + '["input"]\n', ":2: ", "expected a JSON object"),
+        (GOOD + '{"input": "x", "max_tokens": 0}\n', ":2: ", "'max_tokens' must be a positive integer"),
+        (b'{"input": "\xff"}\n', ":1: ", "not UTF-8"),
+        ("", ": ", "no records (empty file)"),
+        ("\n  \n", ": ", "no records (empty file)"),
+    ],
+)
+def test_malformed_input_data_fails_the_plan_with_file_and_line(tmp_path, content, where, problem):
+    with pytest.raises(TrtsweepError) as err:
+        expand(with_data(tmp_path, content), base_dir=tmp_path)
+    message = str(err.value)
+    assert message.startswith("sweep field 'benchmark.input_data': ")
+    assert f"{tmp_path / 'prompts.jsonl'}{where}" in message and problem in message
+    assert "\n" not in message
+
+
+def test_missing_or_unreadable_input_data_fails_the_plan(tmp_path):
+    with pytest.raises(TrtsweepError, match=r"benchmark.input_data': .*absent.jsonl: cannot read input data: No such"):
+        expand(sweep(**bench(input_data="absent.jsonl")), base_dir=tmp_path)
+    (tmp_path / "adir.jsonl").mkdir()
+    with pytest.raises(TrtsweepError, match=r"adir.jsonl: cannot read input data: Is a directory"):
+        expand(sweep(**bench(input_data="adir.jsonl")), base_dir=tmp_path)
+    with pytest.raises(TrtsweepError, match=r"benchmark.input_data': 'data/\\tprompts.jsonl' contains the control"):
+        expand(sweep(**bench(input_data="data/\tprompts.jsonl")), base_dir=tmp_path)
+
+
+def test_input_data_relative_to_base_dir_absolute_as_given_default_the_checkout(tmp_path, monkeypatch):
+    chat = '{"messages": [{"role": "user", "content": "hi"}], "output": "hello"}\n'
+    assert expand(with_data(tmp_path, GOOD + chat), base_dir=tmp_path)  # seed records and chat records
+    absolute = sweep(**bench(input_data=str(tmp_path / "prompts.jsonl")))
+    assert expand(absolute, base_dir=tmp_path / "elsewhere")
+    monkeypatch.chdir(tmp_path)  # the default is the checkout holding sweep.yml, not the current directory
+    assert expand(sweep())[0]["benchmark"]["input_data"] == "data/prompts.jsonl"
+    with pytest.raises(TrtsweepError, match=r"prompts\.jsonl: cannot read input data"):
+        expand(sweep(), base_dir=tmp_path)
+
+
+def test_trtsweep_plan_and_make_plan_check_input_data(tmp_path, capsys):
+    from trtsweep import cli, fleet
+
+    bad = with_data(tmp_path, GOOD + "{oops\n")
+    gpu = {"index": 0, "name": "declared", "memory_mb": 0}
+    with pytest.raises(TrtsweepError, match=r"prompts.jsonl:2: invalid JSON"):
+        fleet.make_plan(bad, {"a": {"gpus": [gpu], "problems": []}}, tmp_path / "results", base_dir=tmp_path)
+    (tmp_path / "sweep.yml").write_text(json.dumps({"trtsweep_sweep": bench_file(tmp_path)}))
+    assert cli.main(["plan", str(tmp_path / "sweep.yml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("trtsweep: error: sweep field 'benchmark.input_data': ") and "broken.jsonl:1: " in err
+    assert len(err.splitlines()) == 1
+
+
+def bench_file(tmp_path):
+    (tmp_path / "broken.jsonl").write_text('{"output": "no input"}\n')
+    return sweep(**bench(input_data=str(tmp_path / "broken.jsonl")))
+
+
+def test_the_plan_module_resolves_input_data_against_base_dir(tmp_path):
+    """sweep.yml's plan play passes base_dir: "{{ playbook_dir }}" to trtsweep_plan (on the controller)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "p.jsonl").write_text(GOOD + "{bad\n")
+    args = {"sweep": sweep(**bench(input_data="p.jsonl")), "hosts": {}, "results_dir": str(tmp_path / "results"),
+            "base_dir": str(tmp_path)}  # fmt: skip
+    bindir = Path(sys.executable).parent
+    proc = subprocess.run([str(bindir / "ansible"), "localhost", "-m", "trtsweep_plan", "-a", json.dumps(args)],
+                          capture_output=True, text=True, cwd=root, check=False,
+                          env={**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"})  # fmt: skip
+    assert proc.returncode != 0
+    assert f"{tmp_path / 'p.jsonl'}:2: invalid JSON" in proc.stdout, proc.stdout + proc.stderr
