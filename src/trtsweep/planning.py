@@ -13,7 +13,7 @@ Sweep definition (``trtsweep_sweep``)::
     precisions: [float32]               # hf: float32 | bfloat16 | float16 | int8 (weight-only, CPU)
     parallelism: [{tp: 1, pp: 1}]
     max_batch_sizes: [4]
-    lengths: [{input: 1024, output: 256}]   # engine limits (max_input_len / output)
+    lengths: [{input: 1024, output: 256}]   # engine limits (max_input_len / output); hf: one entry (no engine)
     streaming: [true]
     triton: {}                          # extra triton_repo parameters for every point
     benchmark: {protocol: grpc, concurrency: [1, 2, 4], input_data: data/prompts.jsonl, ...}   # BENCHMARK_KEYS
@@ -307,6 +307,8 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
         lengths.append(
             (_positive(f"lengths[{i}].input", ln.get("input")), _positive(f"lengths[{i}].output", ln.get("output")))
         )
+    if backend == "hf" and len(lengths) > 1:  # they are trtllm-build's engine limits; the hf backend has none
+        raise _fail("lengths", "backend hf has no engine length limits, so more than one entry measures the same")
     streaming = _list(sweep, "streaming")
     if any(not isinstance(s, bool) for s in streaming):
         raise _fail("streaming", "expected a list of booleans")

@@ -50,6 +50,10 @@ def test_matrix_is_the_cartesian_product_with_stable_ids():
         ({"benchmark": {"input_data": "x", "protocol": "smtp"}}, "sweep field 'benchmark.protocol'"),
         ({"lengths": [{"input": 1}]}, "sweep field 'lengths[0].output'"),
         ({"parallelism": [{"tp": 2, "pp": 1}]}, "sweep field 'parallelism': backend hf serves one rank"),
+        (
+            {"lengths": [{"input": 512, "output": 64}, {"input": 1024, "output": 64}]},
+            "sweep field 'lengths': backend hf has no engine length limits",
+        ),
     ],
 )
 def test_bad_fields_are_named(override, message):
