@@ -70,7 +70,7 @@ class CallbackModule(CallbackBase):
                 run_id=res["run_id"],
                 planned=[p["id"] for p in res["points"]],
                 kept=res["kept"],
-                lanes={ln["name"]: {"host": ln["host"]} for ln in res["lanes"]},
+                lanes={ln["name"]: {"host": ln["host"], "points": ln["points"]} for ln in res["lanes"]},
             )
             for entry in res.get("unplaced", []):
                 self._events["points"][entry["point"]] = {"state": "failed", "stage": "preflight"}

@@ -44,13 +44,24 @@ def collect(results_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def lost_reasons(results_dir: Path) -> dict[str, str]:
-    """Host -> why it went away, from the run's events file (empty when there is none)."""
+def _events(results_dir: Path) -> dict[str, Any]:
     try:
-        events = json.loads((results_dir / EVENTS_FILE).read_text())
+        return json.loads((results_dir / EVENTS_FILE).read_text())
     except (OSError, json.JSONDecodeError):
         return {}
-    return {host: f"host {host} unreachable: {msg}" for host, msg in events.get("unreachable", {}).items()}
+
+
+def lost_reasons(results_dir: Path) -> dict[str, str]:
+    """Host -> why it went away, from the run's events file (empty when there is none)."""
+    unreachable = _events(results_dir).get("unreachable", {})
+    return {host: f"host {host} unreachable: {msg}" for host, msg in unreachable.items()}
+
+
+def last_stages(results_dir: Path) -> dict[str, str]:
+    """Point -> the stage its lane was in when the run's events last saw it (the controller's record only knows
+    the stage a point started with until it ends)."""
+    lanes = _events(results_dir).get("lanes", {})
+    return {lane["point"]: lane["stage"] for lane in lanes.values() if lane.get("point") and lane.get("stage")}
 
 
 def statuses(results_dir: Path) -> list[dict[str, Any]]:
@@ -77,7 +88,7 @@ def status_lines(records: list[dict[str, Any]]) -> list[str]:
 def write(results_dir: Path, plan: dict[str, Any] | None = None) -> tuple[str, list[dict[str, Any]], list[str]]:
     """Write report.csv and report.md into `results_dir`; return (console text, rows, points not ok)."""
     if plan is not None:
-        status.outcome(results_dir, plan["points"], plan["run_id"], lost_reasons(results_dir))
+        status.outcome(results_dir, plan["points"], plan["run_id"], lost_reasons(results_dir), last_stages(results_dir))
     rows = collect(results_dir)
     records = statuses(results_dir)
     if not rows and not records:

@@ -128,10 +128,17 @@ def finish(results_dir: Path, point_id: str, run_id: str, **fields: Any) -> dict
     return record
 
 
-def outcome(results_dir: Path, planned: list[dict[str, Any]], run_id: str, lost_reasons: dict[str, str]) -> list[dict]:
+def outcome(
+    results_dir: Path,
+    planned: list[dict[str, Any]],
+    run_id: str,
+    lost_reasons: dict[str, str],
+    last_stages: dict[str, str] | None = None,
+) -> list[dict]:
     """Final status of every point planned in this run; a point this run started but never finished is lost.
 
-    `lost_reasons`: host -> why it went away (from the run's events), used for the lost points' cause.
+    `lost_reasons`: host -> why it went away, `last_stages`: point -> the stage it was last seen in (both from
+    the run's events), used for the lost points' cause.
     """
     records = []
     for point in planned:
@@ -141,7 +148,7 @@ def outcome(results_dir: Path, planned: list[dict[str, Any]], run_id: str, lost_
             continue
         started = record is not None and record.get("run_id") == run_id
         reason = lost_reasons.get(point["host"]) or f"host {point['host']} stopped running the sweep"
-        stage = record.get("stage") if started and record else None
+        stage = (last_stages or {}).get(point["id"]) or record.get("stage") if started and record else None
         cause = f"{reason} (during stage {stage})" if stage else f"{reason} (before the point started)"
         lost = {
             **(record if started and record else {}),

@@ -95,12 +95,16 @@ def test_unfinished_points_of_the_run_are_lost_with_the_hosts_reason(tmp_path):
     results = tmp_path / "s"
     started, never = plan["points"]
     status.begin(results, started, plan["run_id"], fleet.now())
-    (results / "events.json").write_text(json.dumps({"unreachable": {started["host"]: "ssh: connect timed out"}}))
+    events = {
+        "unreachable": {started["host"]: "ssh: connect timed out"},
+        "lanes": {started["lane"]: {"host": started["host"], "point": started["id"], "stage": "serve"}},
+    }
+    (results / "events.json").write_text(json.dumps(events))
     text, _, not_ok = report.write(results, plan)
     lost = {r["point"]: r for r in map(lambda p: status.read(results, p["id"]), plan["points"])}
     assert lost[started["id"]]["status"] == "lost"
     assert lost[started["id"]]["cause"] == (
-        f"host {started['host']} unreachable: ssh: connect timed out (during stage preflight)"
+        f"host {started['host']} unreachable: ssh: connect timed out (during stage serve)"
     )
     assert "before the point started" in lost[never["id"]]["cause"]
     assert len(not_ok) == 2 and "lost" in text
