@@ -38,6 +38,8 @@ from trtsweep.build.precisions import PRECISIONS as TRTLLM_PRECISIONS
 from trtsweep.build.versions import FAMILIES, parse
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.dataset import load_jsonl
+from trtsweep.triton import repository as triton_repository
+from trtsweep.triton import versions as triton_versions
 
 BACKENDS = ("hf", "tensorrtllm")
 PRECISIONS = {"hf": ("float32", "bfloat16", "float16", "int8"), "tensorrtllm": TRTLLM_PRECISIONS}
@@ -233,6 +235,26 @@ def _trtllm(backend: str, value: Any) -> dict[str, Any]:
     return {"runtime": "native", "python": "python3", "calibrate_on_prompts": False, **value}
 
 
+def _triton(backend: str, trtllm: dict[str, Any], value: Any) -> dict[str, Any]:
+    """triton_repo parameters for every point: keys trtsweep.triton.repository knows, extra_parameters keys of the
+    serving version's tensorrt_llm model; tensorrtllm: a version the repository step has facts for."""
+    value = value or {}
+    if not isinstance(value, dict):
+        raise _fail("triton", "expected a mapping of triton_repo parameters")
+    version = value.get("trtllm_version") or trtllm.get("version")
+    if backend == "tensorrtllm":
+        try:
+            triton_versions.version_key(str(version))
+        except TrtsweepError as exc:
+            field = "triton.trtllm_version" if value.get("trtllm_version") else "trtllm.version"
+            raise _fail(field, f"the Triton repository step cannot serve it: {exc}") from exc
+    try:
+        triton_repository.check_keys(value, backend, version)
+    except TrtsweepError as exc:
+        raise _fail("triton", str(exc)) from exc
+    return value
+
+
 def _placement(backend: str, value: Any) -> dict[str, Any]:
     value = value or {}
     if not isinstance(value, dict):
@@ -312,11 +334,9 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
     streaming = _list(sweep, "streaming")
     if any(not isinstance(s, bool) for s in streaming):
         raise _fail("streaming", "expected a list of booleans")
-    triton = sweep.get("triton") or {}
-    if not isinstance(triton, dict):
-        raise _fail("triton", "expected a mapping of triton_repo parameters")
-    benchmark = _benchmark(sweep.get("benchmark"), default_base_dir() if base_dir is None else base_dir)
     trtllm = _trtllm(backend, sweep.get("trtllm"))
+    triton = _triton(backend, trtllm, sweep.get("triton"))
+    benchmark = _benchmark(sweep.get("benchmark"), default_base_dir() if base_dir is None else base_dir)
     placement = _placement(backend, sweep.get("placement"))
 
     points = []

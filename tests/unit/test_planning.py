@@ -281,3 +281,49 @@ def test_the_plan_module_resolves_input_data_against_base_dir(tmp_path):
                           env={**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"})  # fmt: skip
     assert proc.returncode != 0
     assert f"{tmp_path / 'p.jsonl'}:2: invalid JSON" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("make", "triton", "message"),
+    [
+        (
+            "trt",
+            {"enable_kv_cache_resue": True},
+            "sweep field 'triton': unknown triton repository parameter(s): enable_kv_cache_resue "
+            "(did you mean 'enable_kv_cache_reuse'?)",
+        ),
+        (
+            "trt",
+            {"extra_parameters": {"gpu_device_id": "0"}},
+            "sweep field 'triton': extra_parameters: 'gpu_device_id' is not a tensorrt_llm parameter of "
+            "TensorRT-LLM 0.11 (TB@v0.11.0); did you mean 'gpu_device_ids'?",
+        ),
+        ("trt", {"extra_parameters": {"lora_prefetch_dir": "/l"}}, "(it is one in TensorRT-LLM 0.19, 0.20, 1.2)"),
+        (
+            "trt",
+            {"extra_parameters": {"gpt_model_path": "/e"}},
+            "key 'gpt_model_path' is set by the parameter 'engine_dir'",
+        ),
+        ("hf", {"extra_parameter": {}}, "(did you mean 'extra_parameters'?)"),
+        ("hf", {"extra_parameters": {"multi_block_mod": True}}, "did you mean 'multi_block_mode'?"),
+    ],
+)
+def test_triton_keys_are_checked_at_plan_time_with_the_closest_name(make, triton, message):
+    with pytest.raises(TrtsweepError) as err:
+        expand((trt() if make == "trt" else sweep()) | {"triton": triton})
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+    # keys of the version's tensorrt_llm model (and its fixed values) pass; so do plain parameters
+    ok = {
+        "max_queue_delay_microseconds": 100,
+        "extra_parameters": {"gpu_device_ids": "0", "executor_worker_path": "/w"},
+    }
+    assert expand(trt() | {"triton": ok})[0]["triton"] == ok
+
+
+def test_a_tensorrtllm_version_the_repository_step_cannot_serve_fails_the_plan():
+    # 0.21 builds (flags/0.21.json) but trtsweep.triton.versions has no facts for it: the point would quantize and
+    # build, then fail at the repository stage
+    with pytest.raises(TrtsweepError, match=r"sweep field 'trtllm.version': the Triton repository step cannot serve"):
+        expand(trt(version="0.21.0"))
+    assert expand(trt(version="0.21.0") | {"triton": {"trtllm_version": "0.20"}})  # served by another table

@@ -429,3 +429,42 @@ def test_write_twice_changes_nothing_and_one_parameter_changes_one_file(tmp_path
     )
     assert changed.changed == ["tensorrt_llm/config.pbtxt"]
     assert '+  value: { string_value: "0.8" }' in repository.unified_diff(changed.diffs)
+
+
+@pytest.mark.parametrize(
+    ("update", "message"),
+    [
+        (
+            {"max_queue_delay_microsecond": 5},
+            "unknown triton repository parameter(s): max_queue_delay_microsecond "
+            "(did you mean 'max_queue_delay_microseconds'?)",
+        ),
+        (
+            {"extra_parameters": {"gpu_device_id": "0"}},
+            "extra_parameters: 'gpu_device_id' is not a tensorrt_llm parameter of TensorRT-LLM 0.14 (TB@v0.14.0); "
+            "did you mean 'gpu_device_ids'?",
+        ),
+        (
+            {"extra_parameters": {"num_nodes": 2}},
+            "extra_parameters: 'num_nodes' is not a tensorrt_llm parameter of TensorRT-LLM 0.14 (TB@v0.14.0) "
+            "(it is one in TensorRT-LLM 0.19, 0.20, 1.2)",
+        ),
+        (
+            {"backend": "hf", "extra_parameters": {"kv_cache_host_memory_byte": 1}},
+            "did you mean 'kv_cache_host_memory_bytes'",
+        ),
+    ],
+)
+def test_unknown_or_unsupported_keys_are_refused_with_the_closest_name(update, message):
+    # before: extra_parameters keys were written into config.pbtxt as given (the backend ignores a key it does not
+    # read), and an unknown parameter was refused without a hint
+    with pytest.raises(TrtsweepError) as err:
+        repository.render({**BASE, **update})
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_extra_parameters_of_the_version_and_its_fixed_values_pass():
+    files = repository.render({**BASE, "extra_parameters": {"gpu_device_ids": "0,1", "executor_worker_path": "/w"}})
+    got = params(parsed(files, "tensorrt_llm"))
+    assert (got["gpu_device_ids"], got["executor_worker_path"]) == ("0,1", "/w")

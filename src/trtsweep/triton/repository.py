@@ -40,7 +40,9 @@ Parameters (None = not set: the key is left out and the backend uses its own def
   max_attention_window_size (int or list of ints, one per layer group), enable_chunked_context: KV cache.
 - logits_datatype, encoder_input_features_data_type, prompt_embedding_table_data_type: data types of the
   tensorrt_llm tensors that take them in the version (TYPE_FP32, TYPE_FP16 or TYPE_BF16).
-- extra_parameters: further `parameters` of the tensorrtllm model, written as given (bools as true/false).
+- extra_parameters: further `parameters` of the tensorrtllm model, written as given (bools as true/false); each
+  key must be one of the version's (`versions.TENSORRT_LLM_PARAMETER_KEYS`, `TENSORRT_LLM_CONSTANTS`); hf: of any
+  version's (ignored there). An unknown parameter or key is refused with the closest known name (`check_keys`).
 
 Parameters of the other backend are accepted and ignored, so one sweep can cover both backends.
 """
@@ -50,6 +52,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -199,10 +202,7 @@ def _check_fraction(value: object) -> None:
 def _check_extra(extra: object) -> None:
     if not isinstance(extra, dict):
         raise _fail("extra_parameters", "a mapping of parameter key to value", extra)
-    for key, value in extra.items():
-        if key in TENSORRT_LLM_PARAMETERS.values():
-            owner = next(k for k, v in TENSORRT_LLM_PARAMETERS.items() if v == key)
-            raise TrtsweepError(f"extra_parameters: key {key!r} is set by the parameter {owner!r}; use that")
+    for key, value in extra.items():  # keys: check_keys
         if not isinstance(value, (str, int, float, bool)):
             raise TrtsweepError(f"extra_parameters: {key!r} must be a string, number or boolean, got {value!r}")
 
@@ -344,11 +344,58 @@ def _check_tensorrtllm(p: dict[str, Any]) -> None:
     _check_engine(p, f)
 
 
+def _closest(name: str, known: set[str]) -> str | None:
+    match = difflib.get_close_matches(name, sorted(known), n=1)
+    return match[0] if match else None
+
+
+def _extra_keys(backend: str, trtllm_version: str | None) -> tuple[set[str], str]:
+    """The keys extra_parameters may set (the version's tensorrt_llm `parameters` and fixed values), and where
+    they come from; hf (whose config has no such parameters) and an unset version: any version's."""
+    if backend == "tensorrtllm" and trtllm_version:
+        f = versions.facts(trtllm_version)
+        return set(f.parameter_keys) | set(f.constants), f"TensorRT-LLM {f.version} ({f.source})"
+    every = set(versions.TENSORRT_LLM_PARAMETER_KEYS) | {key for key, _, _ in versions.TENSORRT_LLM_CONSTANTS}
+    return every, "any TensorRT-LLM version in trtsweep.triton.versions"
+
+
+def check_keys(params: Mapping[str, Any], backend: str | None = None, trtllm_version: str | None = None) -> None:
+    """Refuse a parameter trtsweep does not know and an extra_parameters key that is no `parameters` key of the
+    tensorrt_llm model of the TensorRT-LLM version (backend hf: of any version), in one line with the closest
+    known name: a misspelled key would otherwise be written into config.pbtxt, or dropped, without a word.
+    `backend` / `trtllm_version` apply where `params` does not set them (the sweep's plan)."""
+    known = set(DEFAULTS) | set(REQUIRED)
+    unknown = sorted(str(name) for name in set(params) - known)
+    if unknown:
+        guesses = {name: _closest(name, known) for name in unknown}
+        named = ", ".join(f"{name} (did you mean {guess!r}?)" if guess else name for name, guess in guesses.items())
+        rest = "" if all(guesses.values()) else f"; known: {', '.join(sorted(known))}"
+        raise TrtsweepError(f"unknown triton repository parameter(s): {named}{rest}")
+    extra = params.get("extra_parameters")
+    if not isinstance(extra, dict):
+        return  # None: not set; any other type: _check_extra says what it must be
+    backend = params.get("backend") or backend or DEFAULTS["backend"]
+    allowed, where = _extra_keys(str(backend), params.get("trtllm_version") or trtllm_version)
+    for key in extra:
+        if key in TENSORRT_LLM_PARAMETERS.values():
+            owner = next(k for k, v in TENSORRT_LLM_PARAMETERS.items() if v == key)
+            raise TrtsweepError(f"extra_parameters: key {key!r} is set by the parameter {owner!r}; use that")
+        if key in allowed:
+            continue
+        spans = versions.TENSORRT_LLM_PARAMETER_KEYS.get(str(key), ())
+        elsewhere = [version for version in versions.VERSIONS if versions.covered(spans, version)]
+        guess = _closest(str(key), allowed)
+        hint = (
+            f" (it is one in TensorRT-LLM {', '.join(elsewhere)})" if elsewhere
+            else f"; did you mean {guess!r}?" if guess
+            else f"; known: {', '.join(sorted(allowed))}"
+        )  # fmt: skip
+        raise TrtsweepError(f"extra_parameters: {key!r} is not a tensorrt_llm parameter of {where}{hint}")
+
+
 def resolve(params: dict[str, Any]) -> dict[str, Any]:
     """Defaults + user parameters, validated; raises TrtsweepError naming the bad field."""
-    unknown = set(params) - set(DEFAULTS) - set(REQUIRED)
-    if unknown:
-        raise TrtsweepError(f"unknown triton repository parameter(s): {', '.join(sorted(unknown))}")
+    check_keys(params)
     resolved = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None}}
     for key in REQUIRED:
         if not resolved.get(key):
