@@ -154,6 +154,11 @@ def _model(index: int, entry: Any) -> dict[str, Any]:
     field = f"models[{index}]"
     if not isinstance(entry, dict) or not isinstance(entry.get("repo_id"), str) or "/" not in entry["repo_id"]:
         raise _fail(field, "expected {repo_id: owner/name, name: ..., revision: ...}")
+    _no_control_characters(f"{field}.repo_id", entry["repo_id"])
+    if entry.get("revision") is not None:
+        if not isinstance(entry["revision"], str):
+            raise _fail(f"{field}.revision", f"expected a branch, tag or commit, got {entry['revision']!r}")
+        _no_control_characters(f"{field}.revision", entry["revision"])
     name = entry.get("name") or entry["repo_id"].split("/")[-1].lower()
     if not NAME.match(name):
         raise _fail(f"{field}.name", f"{name!r} must be letters, digits, '.', '_' or '-'")
@@ -224,6 +229,11 @@ def _trtllm(backend: str, value: Any) -> dict[str, Any]:
         raise _fail("trtllm.family", f"expected one of {FAMILIES}, got {value.get('family')!r}")
     if value.get("runtime", "native") not in ("native", "container"):
         raise _fail("trtllm.runtime", f"expected native or container, got {value.get('runtime')!r}")
+    for key in ("dir", "python", "container_image"):
+        if value.get(key) is not None:
+            if not isinstance(value[key], str) or not value[key]:
+                raise _fail(f"trtllm.{key}", f"expected a non-empty string, got {value[key]!r}")
+            _no_control_characters(f"trtllm.{key}", value[key])
     if value.get("calib_size") is not None:
         _positive("trtllm.calib_size", value["calib_size"])
     if value.get("kv_cache_dtype") not in (None, *KV_CACHE_DTYPES):
@@ -250,6 +260,7 @@ def _triton(backend: str, trtllm: dict[str, Any], value: Any) -> dict[str, Any]:
             raise _fail(field, f"the Triton repository step cannot serve it: {exc}") from exc
     try:
         triton_repository.check_keys(value, backend, version)
+        triton_repository.check_text(value)
     except TrtsweepError as exc:
         raise _fail("triton", str(exc)) from exc
     return value

@@ -327,3 +327,20 @@ def test_a_tensorrtllm_version_the_repository_step_cannot_serve_fails_the_plan()
     with pytest.raises(TrtsweepError, match=r"sweep field 'trtllm.version': the Triton repository step cannot serve"):
         expand(trt(version="0.21.0"))
     assert expand(trt(version="0.21.0") | {"triton": {"trtllm_version": "0.20"}})  # served by another table
+
+
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        (trt(dir="/app/tensorrt_llm\n"), r"sweep field 'trtllm.dir': '/app/tensorrt_llm\n' contains the control"),
+        (trt(python="python3\t-u"), r"sweep field 'trtllm.python': 'python3\t-u' contains the control character"),
+        (sweep(models=[{"repo_id": "Org/M\r", "name": "m"}]), r"sweep field 'models[0].repo_id': 'Org/M\r' contains"),
+        (sweep(triton={"hf_device": "cpu\x00"}), r"sweep field 'triton': hf_device: 'cpu\x00' contains the control"),
+    ],
+)
+def test_control_characters_in_paths_fail_the_plan_naming_the_field(over, message):
+    with pytest.raises(TrtsweepError) as err:
+        expand(over)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+    assert expand(sweep(triton={"hf_device": "cpu", "seed_input": "seed"}))  # printable values pass

@@ -85,3 +85,53 @@ def test_string_parameters_are_escaped():
     files = repository.render({**BASE, "engine_dir": '/models/we"ird\\dir'})
     trt = repository._parse("tensorrt_llm/config.pbtxt", files["tensorrt_llm/config.pbtxt"])
     assert trt.parameters["hf_model_dir"].string_value == '/models/we"ird\\dir'
+
+
+def test_a_dollar_brace_path_is_a_value_not_a_placeholder():
+    # before: any ${...} on a config.pbtxt line was refused as "unfilled placeholder", so a path such as
+    # ${HOME}/models could not be written; and the python models read a value starting with "${" as unset
+    home = "/srv/${HOME}/models/m"
+    files = repository.render({"engine_dir": home, "tokenizer_dir": home})
+    pre = repository._parse("preprocessing/config.pbtxt", files["preprocessing/config.pbtxt"])
+    assert pre.parameters["tokenizer_dir"].string_value == home
+    for name in ("tokenizer_dir", "triton_max_batch_size", " engine_dir ", "gpt_model_path", "triton_backend"):
+        bad = dict(files)
+        bad["preprocessing/config.pbtxt"] = files["preprocessing/config.pbtxt"].replace(home, f"${{{name}}}")
+        with pytest.raises(TrtsweepError, match=r"preprocessing/config.pbtxt:\d+: unfilled placeholder \$\{"):
+            repository.check(bad)
+
+
+def test_the_python_models_treat_only_a_whole_placeholder_as_unset():
+    import ast
+    import re
+    from importlib import resources
+
+    for model in ("preprocessing", "postprocessing", "tensorrt_llm_hf", "tensorrt_llm_bls"):
+        source = (resources.files("trtsweep") / "templates" / "triton" / model / "model.py").read_text()
+        tree = ast.parse(source)
+        keep = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_param"]
+        keep += [n for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "UNFILLED"]
+        namespace: dict = {"re": re}
+        exec(compile(ast.Module(body=keep[::-1], type_ignores=[]), model, "exec"), namespace)
+        config = {"parameters": {"a": {"string_value": "${HOME}/m"}, "b": {"string_value": "${tokenizer_dir}"}}}
+        assert namespace["_param"](config, "a", "d") == "${HOME}/m", model
+        assert namespace["_param"](config, "b", "d") == "d", model
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"tokenizer_dir": "/models/a\nb"}, r"tokenizer_dir: '/models/a\nb' contains the control character '\n'"),
+        ({"engine_dir": "/models/\tm"}, r"engine_dir: '/models/\tm' contains the control character '\t'"),
+        ({"engine_dir": "/models/m\x00"}, r"engine_dir: '/models/m\x00' contains the control character '\x00'"),
+        (
+            {"backend": "tensorrtllm", "trtllm_version": "0.19", "extra_parameters": {"lora_prefetch_dir": "/l\x1b"}},
+            r"extra_parameters.lora_prefetch_dir: '/l\x1b' contains the control character '\x1b'",
+        ),
+    ],
+)
+def test_control_characters_in_paths_are_refused_naming_the_field(params, message):
+    with pytest.raises(TrtsweepError) as err:
+        repository.render({**BASE, **params})
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)

@@ -107,7 +107,30 @@ DEFAULTS: dict[str, Any] = {
     "extra_parameters": {},
 }
 REQUIRED = ("engine_dir", "tokenizer_dir")
-PLACEHOLDER = re.compile(r"\$\{[^}]*\}|\{\{|\{%")
+# A left-over placeholder: `${name}` of a template parameter (below), or Jinja2 markup. Any other `${...}` is part
+# of a value (a path such as `${HOME}/models`) and written as given.
+PLACEHOLDER = re.compile(r"\$\{\s*([^}]*?)\s*\}|\{\{|\{%")
+# The `${name}` placeholders tools/fill_template.py fills in the upstream inflight_batcher_llm templates
+# (TB@v0.8.0 .. TB@v0.19.0 and TB@c2e65b8 all_models/inflight_batcher_llm/*/config.pbtxt); with trtsweep's own
+# parameter names and the tensorrt_llm parameter keys (TEMPLATE_PARAMETERS) these are the names a placeholder has.
+UPSTREAM_PLACEHOLDERS = frozenset({
+    "accumulate_tokens", "add_special_tokens", "batch_scheduler_policy", "batching_strategy", "bls_instance_count",
+    "cancellation_check_period_ms", "cross_kv_cache_fraction", "cuda_graph_cache_size", "cuda_graph_mode",
+    "decoding_mode", "decoupled_mode", "eagle_choices", "enable_chunked_context", "enable_context_fmha_fp32_acc",
+    "enable_kv_cache_reuse", "enable_trt_overlap", "encoder_engine_dir", "encoder_input_features_data_type",
+    "engine_dir", "exclude_input_in_output", "gpu_device_ids", "gpu_weights_percent", "guided_decoding_backend",
+    "iter_stats_max_iterations", "kv_cache_free_gpu_mem_fraction", "kv_cache_host_memory_bytes",
+    "kv_cache_onboard_blocks", "logits_datatype", "lookahead_ngram_size", "lookahead_verification_set_size",
+    "lookahead_window_size", "lora_cache_gpu_memory_fraction", "lora_cache_host_memory_bytes",
+    "lora_cache_max_adapter_size", "lora_cache_optimal_adapter_size", "lora_prefetch_dir",
+    "max_attention_window_size", "max_beam_width", "max_num_images", "max_queue_delay_microseconds", "max_queue_size",
+    "max_tokens_in_paged_kv_cache", "medusa_choices", "multi_block_mode", "multimodal_encoders_name",
+    "multimodal_model_path", "normalize_log_probs", "num_nodes", "participant_ids", "postprocessing_instance_count",
+    "preprocessing_instance_count", "request_stats_max_iterations", "sink_token_length", "skip_special_tokens",
+    "speculative_decoding_fast_logits", "stats_check_period_ms", "tensorrt_llm_draft_model_name",
+    "tensorrt_llm_model_name", "tokenizer_dir", "tokenizer_type", "triton_backend", "triton_max_batch_size",
+    "visual_model_path", "xgrammar_tokenizer_info_path",
+})  # fmt: skip
 
 # trtsweep parameter -> `parameters` key of the tensorrtllm model (versions.TENSORRT_LLM_PARAMETER_KEYS).
 TENSORRT_LLM_PARAMETERS: dict[str, str] = {
@@ -126,6 +149,10 @@ TENSORRT_LLM_PARAMETERS: dict[str, str] = {
     "max_attention_window_size": "max_attention_window_size",
     "enable_chunked_context": "enable_chunked_context",
 }
+TEMPLATE_PARAMETERS = frozenset(
+    {*DEFAULTS, *REQUIRED, *TENSORRT_LLM_PARAMETERS.values(), *versions.TENSORRT_LLM_PARAMETER_KEYS}
+    | UPSTREAM_PLACEHOLDERS
+)
 
 # Request inputs the ensemble (and BLS) pass straight to tensorrt_llm: (ensemble name, type, tensorrt_llm
 # name); "min_tokens" and "seed" stand for the version's names (versions.MIN_TOKENS_INPUT / SEED_INPUT).
@@ -205,6 +232,19 @@ def _check_extra(extra: object) -> None:
     for key, value in extra.items():  # keys: check_keys
         if not isinstance(value, (str, int, float, bool)):
             raise TrtsweepError(f"extra_parameters: {key!r} must be a string, number or boolean, got {value!r}")
+
+
+def check_text(p: Mapping[str, Any]) -> None:
+    """Paths and other strings are one line of printable text: a control character (a newline, a tab, ...) in
+    engine_dir, tokenizer_dir or an extra_parameters path would be written into config.pbtxt as it is."""
+    strings = [(k, v) for k, v in p.items() if isinstance(v, str)]
+    extra = p.get("extra_parameters")
+    if isinstance(extra, dict):
+        strings += [(f"extra_parameters.{k}", v) for k, v in extra.items() if isinstance(v, str)]
+    for field, value in strings:
+        bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7F), None)
+        if bad is not None:
+            raise TrtsweepError(f"{field}: {value!r} contains the control character {bad!r}; give it on one line")
 
 
 def _check_types(p: dict[str, Any]) -> None:
@@ -396,6 +436,7 @@ def check_keys(params: Mapping[str, Any], backend: str | None = None, trtllm_ver
 def resolve(params: dict[str, Any]) -> dict[str, Any]:
     """Defaults + user parameters, validated; raises TrtsweepError naming the bad field."""
     check_keys(params)
+    check_text(params)
     resolved = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None}}
     for key in REQUIRED:
         if not resolved.get(key):
@@ -565,12 +606,20 @@ def _parse(rel: str, text: str) -> Any:
         raise TrtsweepError(f"{rel}: not a valid Triton ModelConfig: {exc}") from exc
 
 
+def _placeholder(line: str) -> str | None:
+    """The first left-over placeholder of the line: Jinja2 markup, or `${name}` of a template parameter."""
+    for match in PLACEHOLDER.finditer(line):
+        if match.group(1) is None or match.group(1) in TEMPLATE_PARAMETERS:
+            return match.group(0)
+    return None
+
+
 def check(files: dict[str, str]) -> None:
     """Placeholders, protobuf schema, and ensemble wiring; raises TrtsweepError on the first problem."""
     for rel, text in files.items():
         for lineno, line in enumerate(text.splitlines(), 1):
-            if rel.endswith(".pbtxt") and PLACEHOLDER.search(line):
-                raise TrtsweepError(f"{rel}:{lineno}: unfilled placeholder: {line.strip()}")
+            if rel.endswith(".pbtxt") and _placeholder(line):
+                raise TrtsweepError(f"{rel}:{lineno}: unfilled placeholder {_placeholder(line)}: {line.strip()}")
     configs = {rel.split("/")[0]: _parse(rel, text) for rel, text in files.items() if rel.endswith("config.pbtxt")}
     for name, config in configs.items():
         if config.name != name:

@@ -8,6 +8,7 @@ Parameters: tokenizer_dir, skip_special_tokens, tokenizer_type (auto, llama, t5;
 """
 
 import json
+import re
 
 import numpy as np
 import transformers
@@ -16,9 +17,12 @@ import triton_python_backend_utils as pb_utils
 TOKENIZER_CLASSES = {"auto": "AutoTokenizer", "llama": "LlamaTokenizer", "t5": "T5Tokenizer"}
 
 
+UNFILLED = re.compile(r"\$\{\s*\w+\s*\}")
+
+
 def _param(config, key, default=None):
     value = config["parameters"].get(key, {}).get("string_value", default)
-    return default if value is None or value.startswith("${") else value
+    return default if value is None or UNFILLED.fullmatch(value) else value  # "${name}": left unfilled
 
 
 class TritonPythonModel:

@@ -20,6 +20,7 @@ Requests run on a thread pool of max_batch_size workers, so concurrent requests 
 """
 
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -46,9 +47,12 @@ PREPROCESSING_OUTPUTS = {
 }
 
 
+UNFILLED = re.compile(r"\$\{\s*\w+\s*\}")
+
+
 def _param(config, key, default=None):
     value = config["parameters"].get(key, {}).get("string_value", default)
-    return default if value is None or value.startswith("${") else value
+    return default if value is None or UNFILLED.fullmatch(value) else value  # "${name}": left unfilled
 
 
 def _renamed(request, names):

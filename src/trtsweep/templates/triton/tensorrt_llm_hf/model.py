@@ -20,6 +20,7 @@ up to `max_concurrency` requests run at once. There is no cross-request batching
 """
 
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -31,9 +32,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.float32}
 
 
+UNFILLED = re.compile(r"\$\{\s*\w+\s*\}")
+
+
 def _param(config, key, default=None):
     value = config["parameters"].get(key, {}).get("string_value", default)
-    return default if value is None or value.startswith("${") else value
+    return default if value is None or UNFILLED.fullmatch(value) else value  # "${name}": left unfilled
 
 
 def _scalar(request, name, default, cast):
