@@ -89,6 +89,8 @@ BENCHMARK_DEFAULTS: dict[str, Any] = {
     "connect_timeout": 10,
 }
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# engine / tokenizer directory while planning: not built yet (repository checks against it are skipped)
+PLAN_ENGINE_DIR = "/nonexistent/trtsweep-plan/engine"
 
 
 def default_base_dir() -> Path:
@@ -384,4 +386,32 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
     ids = [p["id"] for p in points]
     if len(set(ids)) != len(ids):
         raise _fail("models", "two models share a name; give each a distinct 'name'")
+    _check_triton_values(points, triton)
     return points
+
+
+def _check_triton_values(points: list[dict[str, Any]], triton: dict[str, Any]) -> None:
+    """The Triton repository parameters of every distinct (backend, version, batch size, streaming), resolved as
+    the triton_repo role will (roles/triton_repo/tasks/main.yml: the point's values, then `triton:`), so a value
+    out of range or a combination the serving version refuses fails the plan, not the repository stage after
+    the engine was built. The engine directory does not exist yet: the checks against its config.json wait."""
+    seen: set[tuple[Any, ...]] = set()
+    for point in points:
+        key = (point["backend"], point["trtllm"].get("version"), point["max_batch_size"], point["streaming"])
+        if key in seen:
+            continue
+        seen.add(key)
+        params = {
+            "backend": point["backend"],
+            "engine_dir": PLAN_ENGINE_DIR,
+            "tokenizer_dir": PLAN_ENGINE_DIR,
+            "triton_max_batch_size": point["max_batch_size"],
+            "decoupled_mode": point["streaming"],
+            "streaming": point["streaming"],
+            "trtllm_version": point["trtllm"].get("version"),
+            **triton,
+        }
+        try:
+            triton_repository.resolve(params)
+        except TrtsweepError as exc:
+            raise _fail("triton", f"{exc} (point {point['id']})") from exc

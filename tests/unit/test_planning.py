@@ -344,3 +344,23 @@ def test_control_characters_in_paths_fail_the_plan_naming_the_field(over, messag
     assert message in str(err.value)
     assert "\n" not in str(err.value)
     assert expand(sweep(triton={"hf_device": "cpu", "seed_input": "seed"}))  # printable values pass
+
+
+@pytest.mark.parametrize(
+    ("make", "triton", "message"),
+    [
+        ("hf", {"max_queue_delay_microseconds": -1}, "max_queue_delay_microseconds must be an integer >= 0, got -1"),
+        ("hf", {"preprocessing_instance_count": 0}, "preprocessing_instance_count must be an integer >= 1, got 0"),
+        ("trt", {"kv_cache_free_gpu_mem_fraction": 2}, "kv_cache_free_gpu_mem_fraction must be a number in (0, 1]"),
+        ("trt", {"max_tokens_in_paged_kv_cache": 0}, "max_tokens_in_paged_kv_cache must be an integer >= 1, got 0"),
+        ("trt", {"max_queue_size": 8}, "max_queue_size is not in the tensorrt_llm config of TensorRT-LLM 0.11"),
+        ("trt", {"max_beam_width": 2}, "max_beam_width > 1 with streaming needs TensorRT-LLM 0.13+, not 0.11"),
+    ],
+)
+def test_triton_numbers_and_version_rules_fail_the_plan(make, triton, message):
+    # before: resolved only by the triton_repo role, after the checkpoint and the engine were built
+    with pytest.raises(TrtsweepError) as err:
+        expand((trt() if make == "trt" else sweep()) | {"triton": triton})
+    text = str(err.value)
+    assert text.startswith("sweep field 'triton': ") and message in text and "(point smol_" in text
+    assert expand(trt() | {"streaming": [False], "triton": {"max_beam_width": 2}})  # no streaming: served
