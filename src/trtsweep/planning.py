@@ -23,6 +23,11 @@ Sweep definition (``trtsweep_sweep``)::
       gpu_type: null                    # substring of the GPU name a point needs, e.g. H100
       min_gpu_memory_gb: null           # smallest GPU memory a point needs
       weights: {}                       # point-id glob -> expected work (default 1.0 per point)
+
+`expand` checks everything it can before a host is touched, each problem one line naming the field: every
+number's range, the prompts file (read with llm-perf's own loader; a relative path starts at `base_dir`), the
+`triton:` keys and values as the serving TensorRT-LLM version's repository takes them, control characters in
+paths. `tests/unit/test_schema_reaches.py` proves that every key reaches the role, module or plan it configures.
 """
 
 from __future__ import annotations
