@@ -23,13 +23,13 @@ def _require(name):
 
 
 def trtsweep_fleet_hosts(names, hostvars):
-    """Host name -> what placement needs (trtsweep_host_facts of the prepare play); a host the prepare play
+    """Host name -> what placement needs (fleet_prepare_host_facts of the prepare play); a host the prepare play
     never reached gets its declared GPUs (if any) and a problem, so its points are failed at preflight."""
     _require("trtsweep_fleet_hosts")
     hosts = {}
     for name in names:
         host = hostvars[name]
-        facts = host.get("trtsweep_host_facts")
+        facts = host.get("fleet_prepare_host_facts")
         if facts:
             hosts[name] = dict(facts)
             continue

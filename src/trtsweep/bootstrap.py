@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.release import PACKAGE_DIR, build_id
+from trtsweep.release import PACKAGE_DIR, build_id, wheel_build_id
 
 
 def source_tree() -> Path:
@@ -37,27 +37,41 @@ def _run(argv: list[str], what: str) -> None:
 
 
 def build_wheel(out_root: Path) -> tuple[Path, str, bool]:
-    """(wheel path, build id, built now?) for the running trtsweep; reuses `<out_root>/<build id>/*.whl`."""
+    """(wheel path, build id, built now?) for the running trtsweep; reuses `<out_root>/<build id>/*.whl`.
+
+    Built from a clean copy of the tree (pyproject, README, src; no build/ left overs of earlier builds), and
+    checked: the wheel's own build id must be the one it is filed under.
+    """
     build = build_id()
     out_dir = out_root / build
     existing = sorted(out_dir.glob("trtsweep-*.whl"))
     if existing:
         return existing[0], build, False
     root = source_tree()
-    isolation = [] if importlib.util.find_spec("wheel") and importlib.util.find_spec("setuptools") else None
     out_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".wheel-", dir=out_root) as tmp:
-        argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", tmp, str(root)]
-        if isolation is not None:
+        tree = Path(tmp) / "tree"
+        tree.mkdir()
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy2(root / name, tree / name)
+        shutil.copytree(root / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", tmp, str(tree)]
+        if importlib.util.find_spec("wheel") and importlib.util.find_spec("setuptools"):
             argv.insert(5, "--no-build-isolation")
         _run(argv, f"building the trtsweep wheel from {root}")
         wheels = sorted(Path(tmp).glob("trtsweep-*.whl"))
         if len(wheels) != 1:
             raise TrtsweepError(f"pip wheel produced {len(wheels)} trtsweep wheels in {tmp}")
+        built = wheel_build_id(wheels[0])
+        if built != build:
+            raise TrtsweepError(
+                f"trtsweep's files changed while its wheel was built (build {build} -> {built}); run again"
+            )
         out_dir.mkdir(parents=True, exist_ok=True)
         target = out_dir / wheels[0].name
-        shutil.move(str(wheels[0]), target.with_suffix(".tmp"))
-        target.with_suffix(".tmp").replace(target)
+        staged = out_dir / f".{wheels[0].name}.tmp"
+        shutil.move(str(wheels[0]), staged)
+        staged.replace(target)
     return target, build, True
 
 

@@ -32,7 +32,7 @@ LANE_CONNECTION_VARS = (
     "ansible_ssh_args", "ansible_ssh_pipelining", "ansible_become", "ansible_become_user", "ansible_become_method",
     "ansible_become_password", "ansible_python_interpreter",
 )  # fmt: skip
-NOT_COPIED = ("trtsweep_sweep", "trtsweep_plan", "trtsweep_host_facts", "trtsweep_lane", "trtsweep_run_id")
+NOT_COPIED = ("trtsweep_sweep", "trtsweep_plan", "trtsweep_lane", "trtsweep_run_id")
 
 
 def now() -> str:
