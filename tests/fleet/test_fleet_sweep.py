@@ -98,6 +98,7 @@ def fleet(testbed: TestBed, wheelhouse: Path, demo_model: DemoModel) -> dict:
     return {"inventory": inventory, "extravars": extravars, "results": results / "fleet", "venv": shared / "venv"}
 
 
+@pytest.mark.timeout(1200)
 def test_bootstrap_installs_the_controllers_trtsweep_on_a_host_with_only_python(testbed, fleet):
     venv_python = fleet["venv"] / "bin" / "python"
     assert not venv_python.exists()
@@ -146,6 +147,7 @@ def records(results: Path) -> dict[str, dict]:
     return {p.parent.name: json.loads(p.read_text()) for p in results.glob("*/status.json")}
 
 
+@pytest.mark.timeout(2700)  # two sweeps of real Triton servers on 3 hosts sharing 2 CPU cores
 def test_fleet_sweep_packs_isolates_failures_survives_a_lost_host_and_resumes(testbed, fleet):
     if not (fleet["venv"] / "trtsweep-install.json").exists():  # run alone: bootstrap the shared venv first
         test_bootstrap_installs_the_controllers_trtsweep_on_a_host_with_only_python(testbed, fleet)

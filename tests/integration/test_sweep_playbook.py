@@ -61,6 +61,7 @@ def task_changes(runner: ansible_runner.Runner) -> dict[str, bool]:
 
 
 @pytest.mark.e2e
+@pytest.mark.timeout(2400)  # the embedded sweep twice (plus a resume) on 2 CPU cores
 def test_embedded_sweep_runs_end_to_end_and_reruns_without_changes(tmp_path):
     run_ok(tmp_path)
     results = tmp_path / "results" / "smollm2-cpu-demo"

@@ -31,13 +31,14 @@ def spec(**kw) -> ServerSpec:
 
 
 SID = "trtsweep-0123456789abcdef"
+TAG = "0123456789abcdef"  # the per-start shared-memory tag
 
 
-def rank(i: int, binary: str = "/opt/tritonserver/bin/tritonserver") -> list[str]:
+def rank(i: int, binary: str = "/opt/tritonserver/bin/tritonserver", tag: str = "8000") -> list[str]:
     return [
         binary, "--model-repository=/srv/repo", "--http-port=8000", "--grpc-port=8001",
         "--metrics-port=8002", "--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1",
-        "--disable-auto-complete-config", f"--backend-config=python,shm-region-prefix-name=trtsweep8000r{i}_",
+        "--disable-auto-complete-config", f"--backend-config=python,shm-region-prefix-name=trtsweep{tag}r{i}_",
         "--log-verbose=0", "--exit-timeout-secs=10",
     ]  # fmt: skip
 
@@ -49,14 +50,14 @@ def test_native_single_rank():
 
 def test_the_server_id_goes_to_the_serving_rank():
     argv, _ = build_command(spec(), SID)
-    assert argv == [*rank(0), f"--id={SID}"]
-    assert strip_server_id(argv) == rank(0)
+    assert argv == [*rank(0, tag=TAG), f"--id={SID}"]
+    assert strip_server_id(argv) == rank(0)  # what two starts of one setting share
 
 
 def test_native_tp2_launches_two_ranks_under_mpirun_with_leader_mode_followers():
     argv, _ = build_command(spec(world_size=2), SID)
-    follower = [*rank(1)[1:], "--model-control-mode=explicit", "--load-model=tensorrt_llm"]
-    assert argv == ["mpirun", "--allow-run-as-root", "-n", "1", *rank(0), f"--id={SID}", ":",
+    follower = [*rank(1, tag=TAG)[1:], "--model-control-mode=explicit", "--load-model=tensorrt_llm"]
+    assert argv == ["mpirun", "--allow-run-as-root", "-n", "1", *rank(0, tag=TAG), f"--id={SID}", ":",
                     "-n", "1", rank(1)[0], *follower, ":"]  # fmt: skip
     assert [a for a in argv if a.startswith("--id")] == [f"--id={SID}"]  # rank 0 only: it alone serves
 
@@ -78,8 +79,8 @@ def test_container_wraps_the_command_with_gpus_shm_ulimits_and_mounts():
     ]  # fmt: skip
     assert argv[23:] == [
         "nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3", "mpirun", "--allow-run-as-root",
-        "-n", "1", *rank(0, "tritonserver"), f"--id={SID}", ":",
-        "-n", "1", *rank(1, "tritonserver"), "--model-control-mode=explicit", "--load-model=tensorrt_llm", ":",
+        "-n", "1", *rank(0, "tritonserver", TAG), f"--id={SID}", ":",
+        "-n", "1", *rank(1, "tritonserver", TAG), "--model-control-mode=explicit", "--load-model=tensorrt_llm", ":",
     ]  # fmt: skip
 
 
@@ -181,3 +182,13 @@ def test_world_size_must_fit_the_servers_visible_devices(monkeypatch):
     check_world_size(spec(world_size=2, visible_devices="2,3"), None)
     with pytest.raises(TrtsweepError, match="world_size 2 needs 2 GPUs; visible_devices '3' has 1"):
         check_world_size(spec(world_size=2, visible_devices="3"), None)
+
+
+def test_every_start_names_its_own_shared_memory_regions():
+    """/dev/shm is one per machine: two starts (a sweep that lost the port race, a packed lane, another test host
+    of this machine) must never share python-backend regions, yet adoption still compares equal settings."""
+    first, _ = build_command(spec(), "trtsweep-aaaaaaaaaaaaaaaa")
+    second, _ = build_command(spec(), "trtsweep-bbbbbbbbbbbbbbbb")
+    prefixes = {a for a in first + second if "shm-region-prefix-name" in a}
+    assert len(prefixes) == 2
+    assert strip_server_id(first) == strip_server_id(second)

@@ -91,9 +91,20 @@ def new_server_id() -> str:
     return f"{SERVER_ID_PREFIX}{secrets.token_hex(8)}"
 
 
+SHM_PREFIX = re.compile(r"^(--backend-config=python,shm-region-prefix-name=trtsweep)([0-9a-f]+)(r\d+_)$")
+
+
+def _shm_tag(spec: ServerSpec, server_id: str | None) -> str:
+    """Python-backend shared-memory regions are named per start: /dev/shm is one per machine, so a server that
+    loses the port race (or one on another test host of the same machine) must never touch this one's."""
+    return server_id.removeprefix(SERVER_ID_PREFIX) if server_id else str(spec.http_port)
+
+
 def strip_server_id(argv: list[str]) -> list[str]:
-    """The command line without its per-start `--id=` argument (what two starts of one setting share)."""
-    return [arg for arg in argv if not arg.startswith("--id=")]
+    """The command line without what is per start (`--id=`, the shared-memory tag): what two starts of one
+    setting share."""
+    port = next((a.split("=", 1)[1] for a in argv if a.startswith("--http-port=")), "")
+    return [SHM_PREFIX.sub(rf"\g<1>{port}\g<3>", arg) for arg in argv if not arg.startswith("--id=")]
 
 
 def _rank_args(spec: ServerSpec, rank: int, server_id: str | None) -> list[str]:
@@ -107,8 +118,8 @@ def _rank_args(spec: ServerSpec, rank: int, server_id: str | None) -> list[str]:
         f"--grpc-address={spec.bind_address}",
         f"--metrics-address={spec.bind_address}",
         "--disable-auto-complete-config",
-        # every rank, and every server on the host, needs its own python-backend shared-memory regions
-        f"--backend-config=python,shm-region-prefix-name=trtsweep{spec.http_port}r{rank}_",
+        # every rank, and every server start on the machine, needs its own python-backend shared-memory regions
+        f"--backend-config=python,shm-region-prefix-name=trtsweep{_shm_tag(spec, server_id)}r{rank}_",
         f"--log-verbose={spec.log_verbose}",
         f"--exit-timeout-secs={spec.exit_timeout_s}",
     ]
