@@ -16,9 +16,6 @@ from types import ModuleType
 from typing import Any
 
 import yaml
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
 
 from trtsweep import fleet, planning
 from trtsweep.perf.cli import parser as llm_perf_parser
@@ -51,6 +48,21 @@ PLACED = {"host": "h", "lane": "h--lane0", "gpus": [0, 1, 2, 3], "visible_device
           "ports": {"http": 8000, "grpc": 8001, "metrics": 8002}}  # fmt: skip
 
 
+# Ansible is imported only when this test runs, never at collection: importing it patches sys.intern, which breaks
+# torch._dynamo for every test of the session that loads a model in-process (see pyproject's pytest addopts).
+@functools.cache
+def _ansible() -> Any:
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    return ArgumentSpecValidator, Templar(loader=DataLoader()), trust_as_template
+
+
+def trust_as_template(value: str) -> Any:
+    return _ansible()[2](value)
+
+
 def _trusted(value: Any) -> Any:
     """YAML read here is trusted as templates, as Ansible trusts its playbook files."""
     if isinstance(value, str):
@@ -62,12 +74,10 @@ def _trusted(value: Any) -> Any:
     return value
 
 
-TEMPLAR = Templar(loader=DataLoader())
-
-
 def _template(value: Any, variables: dict[str, Any]) -> Any:
-    TEMPLAR.available_variables = variables
-    return TEMPLAR.template(value)
+    templar = _ansible()[1]
+    templar.available_variables = variables
+    return templar.template(value)
 
 
 @functools.cache
@@ -138,7 +148,7 @@ def llm_perf(point: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     variables = {**defaults, **include}  # include_role vars win over role defaults
     copy = _template(next(t for t in tasks if "ansible.builtin.copy" in t)["ansible.builtin.copy"], variables)
     args = _template(next(t for t in tasks if "trtsweep_llm_perf" in t)["trtsweep_llm_perf"], variables)
-    checked = ArgumentSpecValidator(_argument_spec(LLM_PERF_MODULE)).validate(args)
+    checked = _ansible()[0](_argument_spec(LLM_PERF_MODULE)).validate(args)
     assert not checked.error_messages, checked.error_messages
     argv = _module(LLM_PERF_MODULE).command(checked.validated_parameters)
     assert argv[1:3] == ["-m", "trtsweep.perf.cli"]
