@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtsweep.errors import TrtsweepError
+from trtsweep.mounts import container_volumes
 
 KINDS = ("native", "container")
 SECRET_ENV = ("HF_TOKEN",)
@@ -67,8 +68,7 @@ class Runtime:
             return [self.docker, "exec", *env, self.container, *inner]
         if not self.image:
             raise TrtsweepError("runtime container: set container_image (docker run) or container_name (docker exec)")
-        mounts = dict.fromkeys(str(p) for p in [*paths, *self.mounts] if p)
-        volumes = [arg for path in mounts for arg in ("-v", f"{path}:{path}")]
+        volumes = container_volumes([p for p in [*paths, *self.mounts] if p])
         return [
             self.docker, "run", "--rm", "--name", name, "--gpus", self.gpus, "--ipc=host", "--ulimit", "memlock=-1",
             "--ulimit", "stack=67108864", *volumes, *env, self.image, *inner,

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.fileio import atomic_write_text
+from trtsweep.mounts import container_volumes, repository_paths
 from trtsweep.serve.local_runtime import LocalRuntime
 
 RUNTIMES = ("local", "native", "container")
@@ -190,8 +191,8 @@ def _in_container(spec: ServerSpec, inner: list[str]) -> list[str]:
     c = spec.container
     if c is None:
         raise TrtsweepError("the container runtime needs a container image (triton_serve_container_image)")
-    mounts = dict.fromkeys([str(spec.model_repository), *c.mounts])
-    volumes = [arg for path in mounts for arg in ("-v", f"{path}:{path}")]
+    # the repository, what its config.pbtxt files point at (tokenizer, engine) and what their links need
+    volumes = container_volumes([spec.model_repository, *repository_paths(spec.model_repository), *c.mounts])
     ids = devices(spec.visible_devices)
     # docker reads --gpus as one CSV record: the quotes keep "device=0,1" one field (docker run --gpus '"device=0,1"')
     gpus = c.gpus if ids is None else f'"device={",".join(ids)}"'
