@@ -45,8 +45,8 @@ def test_the_server_container_sees_the_hub_cache_blobs_behind_the_snapshot(tmp_p
     snapshot = hub_snapshot(tmp_path)
     repo = served_repository(tmp_path, snapshot)
     # as the sweep calls it: only the snapshot named as a further mount
-    spec = ServerSpec(model_repository=repo, log_file=tmp_path / "log", runtime="container",
-                      container=ContainerSpec(image="img", name="n", docker=DOCKER, mounts=[str(snapshot)]))  # fmt: skip
+    container = ContainerSpec(image="img", name="n", docker=DOCKER, mounts=[str(snapshot)])
+    spec = ServerSpec(model_repository=repo, log_file=tmp_path / "log", runtime="container", container=container)
     argv, _ = build_command(spec)
     done = docker(argv, tmp_path / "docker.log")
     assert done.returncode == 0, done.stderr
