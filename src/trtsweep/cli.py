@@ -7,8 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
-
 from trtsweep.errors import TrtsweepError
 
 
@@ -21,12 +19,9 @@ def _demo_model(args: argparse.Namespace) -> None:
 
 def _plan(args: argparse.Namespace) -> None:
     from trtsweep.planning import expand
+    from trtsweep.sweepfile import load
 
-    try:
-        data = yaml.safe_load(args.sweep_file.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise TrtsweepError(f"{args.sweep_file}: cannot read sweep: {exc}") from exc
-    sweep = data.get("trtsweep_sweep", data) if isinstance(data, dict) else data
+    sweep = load(args.sweep_file)
     if args.inventory is None:
         for point in expand(sweep):
             print(point["id"])

@@ -32,7 +32,14 @@ LANE_CONNECTION_VARS = (
     "ansible_ssh_args", "ansible_ssh_pipelining", "ansible_become", "ansible_become_user", "ansible_become_method",
     "ansible_become_password", "ansible_python_interpreter",
 )  # fmt: skip
-NOT_COPIED = ("trtsweep_sweep", "trtsweep_plan", "trtsweep_lane", "trtsweep_run_id")
+NOT_COPIED = (
+    "trtsweep_sweep",
+    "trtsweep_sweep_templates",
+    "trtsweep_loaded",
+    "trtsweep_plan",
+    "trtsweep_lane",
+    "trtsweep_run_id",
+)
 
 
 def now() -> str:
@@ -96,11 +103,11 @@ def make_plan(
 
 def lane_host(lane: dict[str, Any], host_vars: dict[str, Any], groups: list[str]) -> dict[str, Any]:
     """add_host arguments for one lane: the host's connection and trtsweep settings, the lane's groups."""
-    copied = {
-        k: v
-        for k, v in host_vars.items()
-        if (k in LANE_CONNECTION_VARS or k.startswith(LANE_VAR_PREFIXES)) and k not in NOT_COPIED
-    }
+    # names first: reading a value renders it, and the sweep's own variable must never be rendered
+    names = [
+        k for k in host_vars if (k in LANE_CONNECTION_VARS or k.startswith(LANE_VAR_PREFIXES)) and k not in NOT_COPIED
+    ]
+    copied = {k: host_vars[k] for k in names}
     copied.setdefault("ansible_host", host_vars.get("ansible_host", lane["host"]))
     return {
         **copied,
