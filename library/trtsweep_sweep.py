@@ -20,7 +20,8 @@ options:
     type: bool
     default: false
     description:
-      - Render Jinja in the sweep before reading it (an explicit opt-in; C(-e trtsweep_sweep_templates=true) in sweep.yml).
+      - Render Jinja in the sweep before reading it (an explicit opt-in;
+        C(-e trtsweep_sweep_templates=true) in sweep.yml).
 attributes:
   check_mode: {support: full}
 """
