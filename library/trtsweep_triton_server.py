@@ -24,11 +24,18 @@ description:
     C(~/.bashrc), whose conda or pyenv set-up would hide the virtualenv from the stub).
   - C(state=stopped) stops the server named by the state file (TERM, then KILL), waits until its ports
     are free, and removes the state file. A PID reused by another process is never signalled.
+  - Every server runs under a supervisor (C(python -m trtsweep.serve.supervisor)), its parent, which records
+    its exit status. With C(lease_file) the server lives only while the run renews the lease; the supervisor
+    stops it (TERM, KILL after a grace period, its python-backend stubs with it) when the file is older than
+    C(lease_ttl) seconds, so an interrupted or cut-off run leaves no server behind.
+  - C(state=renewed) renews the lease, fails when the server is no longer running (with its exit status or
+    signal, the supervisor's reason and the log tail), and reports whether the async job writing
+    C(results_file) has finished (for a loop that waits on a benchmark while keeping its server alive).
 options:
   state:
     description: Start (and wait for readiness) or stop.
     type: str
-    choices: [started, stopped]
+    choices: [started, stopped, renewed]
     default: started
   state_file:
     description: JSON file describing the started server.
@@ -85,6 +92,12 @@ options:
   cache_dir:
     description: Where the local runtime keeps its backend directory.
     type: path
+  lease_file:
+    description:
+      - The run's lease (C(state=started), C(state=renewed)); unset, the server runs until stopped.
+    type: path
+  lease_ttl: {type: float, default: 20, description: "Seconds without renewal after which the server is stopped."}
+  results_file: {type: path, description: "C(state=renewed): an async job's results file (its C(results_file))."}
 attributes:
   check_mode: {support: full}
   diff_mode: {support: none}
@@ -98,6 +111,17 @@ EXAMPLES = r"""
     model_repository: /srv/points/p1/triton_repo
     log_file: /srv/results/p1/triton_server.log
     grpc_port: 8001
+
+- name: Keep the server alive while an async benchmark runs; fail if the server died
+  trtsweep_triton_server:
+    state: renewed
+    state_file: /srv/points/p1/triton_server.json
+    lease_file: /srv/points/p1/server.lease
+    results_file: "{{ benchmark_job.results_file }}"
+  register: wait
+  until: wait is failed or wait.finished
+  retries: 3600
+  delay: 2
 
 - name: Stop Triton
   trtsweep_triton_server:
@@ -119,6 +143,10 @@ server_id:
 replaced:
   description: A running server named by the state file did not match (see C(msg)) and was stopped and replaced.
   returned: when started
+  type: bool
+finished:
+  description: C(state=renewed) - the async job writing C(results_file) has finished.
+  returned: when renewed
   type: bool
 msg:
   description: What happened (already running; or what differed from the running server that was replaced).
@@ -147,6 +175,8 @@ def _spec(module, server):
         tritonserver=p["tritonserver"],
         log_verbose=p["log_verbose"],
         visible_devices=p["visible_devices"],
+        lease_file=Path(p["lease_file"]) if p["lease_file"] else None,
+        lease_ttl_s=p["lease_ttl"],
     )
     if p["cache_dir"]:
         spec.cache_dir = Path(p["cache_dir"])
@@ -201,6 +231,36 @@ def _started(module, server):
                      ready_after_s=round(ready, 3), replaced=bool(replaced), msg=replaced or "started")  # fmt: skip
 
 
+def _job_finished(results_file):
+    """An Ansible async job is finished once its results file holds its module's result (no `started`)."""
+    import json
+
+    try:
+        return "started" not in json.loads(Path(results_file).read_text())
+    except (OSError, ValueError):
+        return False
+
+
+def _renewed(module, server):
+    from trtsweep.serve import supervisor
+
+    p = module.params
+    state_file = Path(p["state_file"])
+    if not state_file.exists():
+        module.fail_json(msg=f"no server state file {state_file}: the server was never started or already stopped")
+    state = server.ServerState.load(state_file)
+    if p["lease_file"]:
+        supervisor.renew(Path(p["lease_file"]))
+    if not server.is_running(state):
+        record = server.exit_record(state_file)
+        how = supervisor.describe_exit(record) if record else "is gone (no exit record)"
+        log = Path(state.log_file)
+        module.fail_json(msg=f"Triton (pid {state.pid}, id {state.server_id}) {how}: {server.failure_cause(log)}",
+                         exit=record, details=server.log_tail(log))  # fmt: skip
+    module.exit_json(changed=False, finished=bool(p["results_file"]) and _job_finished(p["results_file"]),
+                     pid=state.pid, msg="renewed")  # fmt: skip
+
+
 def _stopped(module, server):
     state_file = Path(module.params["state_file"])
     if not state_file.exists():
@@ -218,7 +278,7 @@ def _stopped(module, server):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "state": {"type": "str", "choices": ["started", "stopped"], "default": "started"},
+            "state": {"type": "str", "choices": ["started", "stopped", "renewed"], "default": "started"},
             "state_file": {"type": "path", "required": True},
             "model_repository": {"type": "path"},
             "runtime": {"type": "str", "choices": ["local", "native", "container"], "default": "local"},
@@ -242,16 +302,16 @@ def main():
             "log_verbose": {"type": "int", "default": 0},
             "ready_timeout": {"type": "float", "default": 300.0},
             "cache_dir": {"type": "path"},
+            "lease_file": {"type": "path"},
+            "lease_ttl": {"type": "float", "default": 20.0},
+            "results_file": {"type": "path"},
         },
         supports_check_mode=True,
     )
     require_trtsweep(module)
     from trtsweep.serve import server
 
-    if module.params["state"] == "started":
-        _started(module, server)
-    else:
-        _stopped(module, server)
+    {"started": _started, "stopped": _stopped, "renewed": _renewed}[module.params["state"]](module, server)
 
 
 if __name__ == "__main__":

@@ -18,13 +18,15 @@ def _demo_model(args: argparse.Namespace) -> None:
 
 
 def _plan(args: argparse.Namespace) -> None:
-    from trtsweep.planning import expand
+    from trtsweep.planning import default_base_dir, expand
+    from trtsweep.promptcheck import plan_checks
     from trtsweep.sweepfile import load
 
     sweep = load(args.sweep_file)
     if args.inventory is None:
-        for point in expand(sweep):
-            print(point["id"])
+        points = expand(sweep)
+        checks = plan_checks(points, default_base_dir())
+        print("\n".join([*(p["id"] for p in points), *(f"prompt lengths of {k}: {v}" for k, v in checks.items())]))
         return
     from trtsweep import fleet
     from trtsweep.inventory import planning_hosts

@@ -18,9 +18,9 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from trtsweep import placement, status
+from trtsweep import placement, promptcheck, status
 from trtsweep.fileio import atomic_write_text
-from trtsweep.planning import expand
+from trtsweep.planning import default_base_dir, expand
 
 PLAN_FILE = "plan.json"
 # host inventory variables a lane (one inventory host per lane, see sweep.yml) takes from its host
@@ -65,6 +65,8 @@ def make_plan(
     mode = points[0]["placement_mode"] if points else "exclusive"
     results_dir = results_root / sweep["name"]
     to_run, kept, left_out = status.select(points, results_dir, force, only)
+    # prompts over a point's max_input_len fail the plan; deferred to the host without a tokenizer here
+    prompt_checks = promptcheck.plan_checks(to_run, default_base_dir() if base_dir is None else base_dir)
     every = [placement.host_from_facts(name, facts) for name, facts in hosts.items()]
     # a point no host of the inventory can take is a mistake in the sweep or the inventory: stop here
     placement.check_fit(to_run, every)
@@ -89,6 +91,7 @@ def make_plan(
         "kept": kept,
         "left_out": left_out,
         "unplaced": unplaced,
+        "prompt_checks": prompt_checks,
         "hosts": hosts,
     }
     if write:
@@ -127,6 +130,8 @@ def plan_text(plan: dict[str, Any]) -> str:
             rows.append((lane["host"], str(lane["index"]), gpus, ports, str(order), point_id))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    for name, outcome in plan.get("prompt_checks", {}).items():
+        lines.append(f"prompt lengths of {name}: {outcome}")
     for name in plan["kept"]:
         lines.append(f"kept (complete from an earlier run with the same settings): {name}")
     for name in plan["left_out"]:

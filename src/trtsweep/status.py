@@ -29,7 +29,10 @@ STATUS_FILE = "status.json"
 STAGES = ("preflight", "download", "quantize", "build", "repository", "serve", "benchmark")
 FINAL = ("ok", "failed", "lost")
 # set by placement, not part of what the point measures
-PLACEMENT_KEYS = frozenset({"host", "lane", "gpus", "visible_devices", "ports", "order", "colocated", "weight"})
+# where and how the point is run and checked, not what it measures
+PLACEMENT_KEYS = frozenset(
+    {"host", "lane", "gpus", "visible_devices", "ports", "order", "colocated", "weight", "prompt_check"}
+)
 # the files an "ok" point must have on the controller to be skipped on a rerun
 RESULT_FILES = ("llm_perf.summary.json",)
 

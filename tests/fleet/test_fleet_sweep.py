@@ -9,7 +9,8 @@ One sweep, six points (models smol and copy x float32, int8, bfloat16), placemen
 h1: 2, h2: 1, h3: 1 (weights steer the plan; the test asserts it):
     h1 lane 0 / lane 1: smol_bfloat16 and smol_int8, side by side on GPUs 0 and 1, ports 8000 and 8010;
     h2: copy_bfloat16 (fails on purpose: the copy model is not in the offline cache), then smol_float32,
-        during which (before its server starts) h2's link is cut: smol_float32 is lost;
+        during whose benchmark h2's link is cut: smol_float32 is lost, and its server, which the run can no
+        longer renew the lease of, is stopped on h2 within the lease's ttl (checked inside h2's namespace);
     h3: copy_float32 (fails), then copy_int8 (fails): the host goes on after a failed point.
 The run writes the report and exits non-zero; after the link is back and the copy model is in the caches, a
 rerun runs only the four failed and lost points, and all six are ok.
@@ -31,6 +32,7 @@ from tests.conftest import ROOT
 from tests.fleet.testbed import TestBed, ansible_bin, ansible_env
 from trtsweep.demo_model import DemoModel
 from trtsweep.release import wheel_build_id
+from trtsweep.serve.server import ServerState, start_ticks
 
 SMOL = "models--HuggingFaceTB--SmolLM2-135M-Instruct"
 COPY_REPO = "trtsweep-test/smol-copy"
@@ -49,11 +51,11 @@ SWEEP = {
     "streaming": [True],
     "placement": {"mode": "pack", "gpus_per_point": 1, "weights": WEIGHTS},
     "triton": {"hf_torch_threads": 1},
-    "benchmark": {"protocol": "grpc", "concurrency": [1], "input_data": "data/prompts.jsonl", "num_requests": 3,
+    "benchmark": {"protocol": "grpc", "concurrency": [1], "input_data": "data/prompts.jsonl", "num_requests": 8,
                   "warmup_requests": 0, "max_tokens": 6, "chat_template": True},
 }  # fmt: skip
 GPUS = {"h1": 2, "h2": 1, "h3": 1}
-EARLY_STAGES = ("download", "quantize", "build", "repository")
+SERVER_LEASE_TTL = 20  # group_vars/all/trtsweep.yml
 
 
 def playbook(inventory: Path, extravars: Path, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
@@ -136,6 +138,31 @@ def wait_for_stage(events: Path, lane: str, point: str, stages: tuple[str, ...],
     raise AssertionError(f"{lane} never reached {point} in {stages}: {data}")
 
 
+def benchmark_running(host, point: str, proc) -> ServerState:
+    """Wait until the point's llm-perf runs on `host` as an async job (so its lease is being renewed)."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the sweep ended before the point to cut was benchmarked"
+        states = sorted(host.work_dir.glob(f"fleet/{point}/runs/*/triton_server.json"))
+        jobs = list((host.home / ".ansible_async").glob("*")) if states else []
+        if any(job.stat().st_mtime >= states[-1].stat().st_mtime for job in jobs):
+            return ServerState.load(states[-1])
+        time.sleep(0.2)
+    raise AssertionError(f"{point}'s benchmark never started on {host.name}")
+
+
+def wait_server_gone(host, server: ServerState) -> float:
+    """Seconds until the server's process is gone and its ports are free inside the host's namespace."""
+    cut, limit = time.monotonic(), SERVER_LEASE_TTL + 5 + 30  # ttl, the supervisor's grace, a loaded machine
+    probe = ["ip", "netns", "exec", host.namespace, sys.executable, "-c",
+             "import sys; from trtsweep.serve.server import busy_ports; "
+             f"sys.exit(1 if busy_ports('127.0.0.1', {server.ports!r}) else 0)"]  # fmt: skip
+    while start_ticks(server.pid) == server.start_ticks or subprocess.run(probe, check=False).returncode != 0:
+        assert time.monotonic() - cut < limit, f"{host.name}'s server pid {server.pid} outlived the run"
+        time.sleep(0.5)
+    return time.monotonic() - cut
+
+
 def seed_copy_model(testbed: TestBed) -> None:
     for host in testbed.hosts:
         hub = host.cache_dir / "hf-hub"
@@ -165,10 +192,11 @@ def test_fleet_sweep_packs_isolates_failures_survives_a_lost_host_and_resumes(te
         )
         try:
             lost_point = POINT.format("smol", "float32")
-            # cut before its Triton starts: a server on a cut host outlives the run (nobody can stop it), and on
-            # these 2 cores it would slow the others' model loads
-            wait_for_stage(results / "events.json", "h2--lane0", lost_point, EARLY_STAGES, proc, 600)
-            h2.cut()
+            wait_for_stage(results / "events.json", "h2--lane0", lost_point, ("benchmark",), proc, 900)
+            server = benchmark_running(h2, lost_point, proc)
+            h2.cut()  # nobody can reach h2 to stop its server: the lease it no longer gets must
+            freed_after = wait_server_gone(h2, server)
+            print(f"h2 cut mid-benchmark: its server gone and ports free {freed_after:.1f} s later")
             rc = proc.wait(timeout=900)
         finally:
             if proc.poll() is None:
@@ -195,7 +223,7 @@ def test_fleet_sweep_packs_isolates_failures_survives_a_lost_host_and_resumes(te
         assert status[point]["status"] == "failed" and status[point]["stage"] == "download", status[point]
         assert COPY_REPO in status[point]["cause"]
     lost = status[lost_point]
-    assert lost["status"] == "lost" and lost["host"] == "h2" and lost["stage"] in (*EARLY_STAGES, "serve")
+    assert lost["status"] == "lost" and lost["host"] == "h2" and lost["stage"] == "benchmark", lost
     assert lost["cause"].startswith("host h2 unreachable: "), lost["cause"]
     report = (results / "report.md").read_text()
     assert f"{lost_point}: lost on h2" in report and "(co-located)" in report

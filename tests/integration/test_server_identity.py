@@ -148,7 +148,7 @@ def test_grpc_port_answered_by_another_server_fails_too(tmp_path):
     a sleeping process for ours)."""
     http, grpc_port, metrics = free_ports(3)
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
-    ticks = server._start_ticks(proc.pid)
+    ticks = server.start_ticks(proc.pid)
     assert ticks is not None
     state = server.ServerState(
         pid=proc.pid, start_ticks=ticks, argv=["sleep"], ports={"http": http, "grpc": grpc_port, "metrics": metrics},

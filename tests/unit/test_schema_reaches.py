@@ -36,6 +36,7 @@ CONTEXT: dict[str, Any] = {
     "trtsweep_hf_offline": False,
     "trtsweep_triton_runtime": "native",
     "trtsweep_triton_bind_address": "0.0.0.0",
+    "trtsweep_server_lease_ttl": 20,
     "hf_download_model_dir": "/hf/model",
     "hf_download_revision_resolved": "0123abc",
     "quantize_checkpoint_dir": "/cache/checkpoints/c",

@@ -27,6 +27,7 @@ class Record:
     reference: str | None
     max_tokens: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    lineno: int = 0  # line of the input file (0: synthetic)
 
     def as_messages(self) -> list[dict[str, str]]:
         if self.messages is not None:
@@ -62,7 +63,8 @@ def _record(path: Path, lineno: int, index: int, obj: object) -> Record:
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise TrtsweepError(f"{where}: 'max_tokens' must be a positive integer, got {max_tokens!r}")
     known = {"input", "messages", "output", "max_tokens"}
-    return Record(index, text, messages, reference, max_tokens, {k: v for k, v in obj.items() if k not in known})
+    extra = {k: v for k, v in obj.items() if k not in known}
+    return Record(index, text, messages, reference, max_tokens, extra, lineno)
 
 
 def load_jsonl(path: Path) -> list[Record]:

@@ -21,6 +21,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -30,6 +31,7 @@ from pathlib import Path
 from trtsweep.errors import TrtsweepError
 from trtsweep.fileio import atomic_write_text
 from trtsweep.mounts import container_volumes, repository_paths
+from trtsweep.serve import supervisor
 from trtsweep.serve.local_runtime import LocalRuntime
 
 RUNTIMES = ("local", "native", "container")
@@ -76,6 +78,9 @@ class ServerSpec:
     container: ContainerSpec | None = None
     # GPUs the server may use ("0,1" or GPU UUIDs): CUDA_VISIBLE_DEVICES (local, native), --gpus (container)
     visible_devices: str | None = None
+    # the run's lease (see serve/supervisor.py): the server is stopped when it is not renewed for lease_ttl_s
+    lease_file: Path | None = None
+    lease_ttl_s: float = 20.0
 
     def ports(self) -> dict[str, int]:
         return {"http": self.http_port, "grpc": self.grpc_port, "metrics": self.metrics_port}
@@ -313,6 +318,8 @@ class ServerState:
     server_id: str = ""  # the per-start --id; "" in state files written before ids existed
     repository_hash: str = ""  # repository_hash() of the model repository when it was started
     visible_devices: str | None = None
+    lease_file: str | None = None  # the run's lease (serve/supervisor.py); None: runs until stopped
+    state_file: str = ""  # where this state is saved (the supervisor's exit record lies beside it)
 
     def save(self, path: Path) -> None:
         atomic_write_text(path, json.dumps(asdict(self), indent=2) + "\n")
@@ -331,7 +338,7 @@ def probe_host(bind_address: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(bind_address, bind_address)
 
 
-def _start_ticks(pid: int) -> int | None:
+def start_ticks(pid: int) -> int | None:
     """Process start time in clock ticks since boot (/proc/<pid>/stat field 22), None if gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -347,7 +354,7 @@ def is_running(state: ServerState) -> bool:
     """True while the very process that was started is alive (a reaped zombie or a reused PID is not)."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(state.pid, os.WNOHANG)  # reap it if it is our exited child
-    return _start_ticks(state.pid) == state.start_ticks
+    return start_ticks(state.pid) == state.start_ticks
 
 
 def start(spec: ServerSpec, state_file: Path) -> ServerState:
@@ -359,22 +366,10 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
     argv, env = build_command(spec, server_id)
     repo_hash = repository_hash(spec.model_repository)
     spec.log_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(spec.log_file, "ab") as log:
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise TrtsweepError(f"cannot start {argv[0]}: {exc.strerror}") from exc
-    ticks = _start_ticks(proc.pid)
+    pid, ticks = _supervised(spec, argv, env, state_file)
     state = ServerState(
-        pid=proc.pid,
-        start_ticks=ticks if ticks is not None else -1,
+        pid=pid,
+        start_ticks=ticks,
         argv=argv,
         ports=spec.ports(),
         bind_address=spec.bind_address,
@@ -386,9 +381,49 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
         server_id=server_id,
         repository_hash=repo_hash,
         visible_devices=spec.visible_devices,
+        lease_file=str(spec.lease_file) if spec.lease_file else None,
+        state_file=str(state_file),
     )
     state.save(state_file)
     return state
+
+
+def _supervised(spec: ServerSpec, argv: list[str], env: dict[str, str], state_file: Path) -> tuple[int, int]:
+    """Start `argv` under its supervisor (serve/supervisor.py); return the server's pid and start ticks."""
+    command = [sys.executable, "-m", "trtsweep.serve.supervisor", "--state", str(state_file)]
+    if spec.lease_file is not None:
+        supervisor.renew(spec.lease_file)
+        command += ["--lease", str(spec.lease_file), "--ttl", str(spec.lease_ttl_s)]
+    if spec.runtime == "container" and spec.container:
+        command += ["--container", spec.container.docker, spec.container.name]
+    for stale in (supervisor.server_file(state_file), supervisor.exit_file(state_file)):
+        stale.unlink(missing_ok=True)
+    own_env = {**server_environment(spec, None), supervisor.ENV_VAR: json.dumps(env)}
+    with open(spec.log_file, "ab") as log:
+        try:
+            proc = subprocess.Popen([*command, "--", *argv], stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, env=own_env, start_new_session=True)  # fmt: skip
+        except OSError as exc:
+            raise TrtsweepError(f"cannot start {argv[0]}: {exc.strerror}") from exc
+    started = supervisor.server_file(state_file)
+    deadline = time.monotonic() + 30
+    while not started.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise TrtsweepError(f"the server's supervisor did not start {argv[0]}: {failure_cause(spec.log_file)}")
+        time.sleep(0.05)
+    record = json.loads(started.read_text())
+    return record["pid"], record["start_ticks"] if record["start_ticks"] is not None else -1
+
+
+def exit_record(state_file: Path, wait_s: float = 3.0) -> dict[str, object] | None:
+    """What the supervisor recorded when the server ended (see serve/supervisor.py), waiting up to `wait_s`."""
+    path, deadline = supervisor.exit_file(state_file), time.monotonic() + wait_s
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _ready(url: str) -> bool:
@@ -494,10 +529,13 @@ def wait_ready(state: ServerState, timeout_s: float) -> float:
 
     Triton answers /v2/health/ready before its metrics endpoint listens, so health alone is not enough
     for a client that scrapes metrics right away. On failure stop it and raise with the log tail; a port
-    answered by another server fails at once, in one line.
+    answered by another server fails at once, in one line. The lease is renewed while we wait: this task
+    is the run, alive.
     """
     started = time.monotonic()
     while True:
+        if state.lease_file:
+            supervisor.renew(Path(state.lease_file))
         ours, other = _identity(state)
         if other is not None:
             _fail_foreign(state, other)
@@ -509,7 +547,8 @@ def wait_ready(state: ServerState, timeout_s: float) -> float:
         ):
             return time.monotonic() - started
         if not is_running(state):
-            reason = "exited before becoming ready"
+            record = exit_record(Path(state.state_file)) if state.state_file else None
+            reason = "exited before becoming ready" + (f" ({supervisor.describe_exit(record)})" if record else "")
             break
         if time.monotonic() - started > timeout_s:
             reason = f"not ready after {timeout_s:g} s"

@@ -106,8 +106,8 @@ class TritonPythonModel:
             probs = torch.where(mask, probs, torch.zeros_like(probs))
         return int(torch.multinomial(probs.cpu(), 1, generator=generator))
 
-    def _generate(self, request, emit):
-        """Run one request; call emit(new_token_ids, final) for every chunk."""
+    def _generate(self, request, emit, cancelled):
+        """Run one request; call emit(new_token_ids, final) for every chunk; stop once cancelled() is true."""
         ids = pb_utils.get_input_tensor_by_name(request, "input_ids").as_numpy().reshape(-1)
         length = _scalar(request, "input_lengths", len(ids), int)
         prompt = [int(t) for t in ids[:length]]
@@ -131,7 +131,8 @@ class TritonPythonModel:
         step_input = torch.tensor([prompt], dtype=torch.long, device=self.device)
         with torch.inference_mode():
             for _ in range(max(0, max_new)):
-                if request.is_cancelled():
+                if cancelled():  # the client gave up (gRPC cancel, closed stream): stop computing for it
+                    pb_utils.Logger.log_info(f"trtsweep hf: request cancelled after {len(generated)} tokens")
                     break
                 out = self.model(input_ids=step_input, past_key_values=past, use_cache=True)
                 past = out.past_key_values
@@ -174,14 +175,19 @@ class TritonPythonModel:
         sender = request.get_response_sender()
         final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
         try:
-            self._generate(request, lambda toks, last: sender.send(self._response(toks), flags=final if last else 0))
+            # a decoupled request's cancellation is seen on its response sender
+            self._generate(
+                request,
+                lambda toks, last: sender.send(self._response(toks), flags=final if last else 0),
+                sender.is_cancelled,
+            )
         except Exception as exc:
             sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"tensorrt_llm(hf): {exc}")), flags=final)
 
     def _run_single(self, request):
         result = []
         try:
-            self._generate(request, lambda toks, last: result.extend(toks))
+            self._generate(request, lambda toks, last: result.extend(toks), request.is_cancelled)
         except Exception as exc:
             return pb_utils.InferenceResponse(error=pb_utils.TritonError(f"tensorrt_llm(hf): {exc}"))
         return self._response(result)

@@ -1,0 +1,131 @@
+"""The parent of every server trtsweep starts: it lives only as long as the run that started it.
+
+    python -m trtsweep.serve.supervisor --state S [--lease L --ttl T] [--container DOCKER NAME] -- argv...
+
+Starts `argv` in a session of its own (its process group holds the python-backend stubs too), writes
+`<S>.server` = {pid, start_ticks} once started, then watches it twice a second:
+- the server exits by itself: `<S>.exit` records its exit status or signal (`reason: exited`), what is left
+  of its process group (stubs) is killed, and the supervisor ends; the run reads the record to say why a
+  point's server died mid-benchmark;
+- the lease file `L` is older than `T` seconds (or gone): the run that renews it went away (Ctrl-C, SIGTERM,
+  a cut SSH link, a crashed controller): the server's group gets TERM, KILL after the grace period, a named
+  container is removed, `<S>.exit` says `lease expired`;
+- the supervisor itself gets TERM / INT / HUP: the same stop, `reason: supervisor signalled`.
+Without `--lease` only the exit status is recorded (a server started on its own, e.g. the standalone role).
+The server's environment comes in TRTSWEEP_SUPERVISED_ENV (JSON), so the supervisor's own Python does not run
+with the server's library path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from trtsweep.fileio import atomic_write_text
+
+ENV_VAR = "TRTSWEEP_SUPERVISED_ENV"
+POLL_S = 0.5
+
+
+def server_file(state_file: Path) -> Path:
+    return state_file.with_name(state_file.name + ".server")
+
+
+def exit_file(state_file: Path) -> Path:
+    return state_file.with_name(state_file.name + ".exit")
+
+
+def lease_age(lease: Path) -> float | None:
+    """Seconds since the lease was last renewed; None if there is no lease file."""
+    try:
+        return time.time() - lease.stat().st_mtime
+    except FileNotFoundError:
+        return None
+
+
+def renew(lease: Path) -> None:
+    """Create or touch the lease file."""
+    lease.parent.mkdir(parents=True, exist_ok=True)
+    lease.touch()
+    os.utime(lease)
+
+
+def describe_exit(record: dict[str, object]) -> str:
+    """'exited with status 1', 'killed by signal 9 (SIGKILL)', plus why the supervisor stopped it."""
+    sig = record.get("signal")
+    if isinstance(sig, int):
+        how = f"killed by signal {sig} ({signal.Signals(sig).name})"
+    else:
+        how = f"exited with status {record.get('returncode')}"
+    reason = record.get("reason")
+    return how if reason == "exited" else f"{how}: stopped by its supervisor ({reason})"
+
+
+def _stop(proc: subprocess.Popen[bytes], grace_s: float, container: list[str] | None) -> None:
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=wait)
+            break
+    if container:
+        subprocess.run([*container[:1], "rm", "-f", container[1]], capture_output=True, timeout=60, check=False)
+
+
+def _record(state_file: Path, proc: subprocess.Popen[bytes], reason: str) -> None:
+    code = proc.returncode
+    record = {"returncode": code, "signal": -code if code is not None and code < 0 else None, "reason": reason,
+              "at": time.time()}  # fmt: skip
+    atomic_write_text(exit_file(state_file), json.dumps(record) + "\n")
+
+
+def supervise(argv: list[str], state_file: Path, lease: Path | None, ttl_s: float, grace_s: float,
+              container: list[str] | None) -> int:  # fmt: skip
+    from trtsweep.serve.server import start_ticks
+
+    env = json.loads(os.environ.pop(ENV_VAR, "null")) or dict(os.environ)
+    stopping: list[str] = []
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stopping.append("supervisor signalled"))
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    atomic_write_text(server_file(state_file), json.dumps({"pid": proc.pid, "start_ticks": start_ticks(proc.pid)}))
+    while proc.poll() is None:
+        age = lease_age(lease) if lease is not None else 0.0
+        if lease is not None and (age is None or age > ttl_s):
+            stopping.append("lease expired")
+        if stopping:
+            print(f"trtsweep supervisor: stopping the server (pid {proc.pid}): {stopping[0]}", flush=True)
+            _stop(proc, grace_s, container)
+            _record(state_file, proc, stopping[0])
+            return 0
+        time.sleep(POLL_S)
+    _record(state_file, proc, "exited")
+    with contextlib.suppress(ProcessLookupError):  # what the dead server leaves (its stubs) goes with it
+        os.killpg(proc.pid, signal.SIGKILL)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trtsweep.serve.supervisor")
+    parser.add_argument("--state", type=Path, required=True)
+    parser.add_argument("--lease", type=Path)
+    parser.add_argument("--ttl", type=float, default=30.0)
+    parser.add_argument("--grace", type=float, default=5.0)  # nothing is measured any more: no long goodbyes
+    parser.add_argument("--container", nargs=2, metavar=("DOCKER", "NAME"))
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("the server's command line goes after --")
+    return supervise(command, args.state, args.lease, args.ttl, args.grace, args.container)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""A point's Triton server never outlives the run that started it, a server that dies mid-benchmark fails
+its point, and a run never touches another run's server (real sweep.yml runs, real Triton, the demo model).
+
+The run renews its server's lease while llm-perf runs; the supervisor on the host stops the server when the
+lease is not renewed for `trtsweep_server_lease_ttl` seconds (8 here).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, free_ports
+from trtsweep.serve import supervisor
+from trtsweep.serve.server import ServerState, busy_ports, start_ticks
+
+SWEEP = "smollm2-cpu-demo"
+POINT = "smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream"
+TTL = 8
+GRACE = 5  # the supervisor's TERM -> KILL grace
+
+
+class Run:
+    """One `ansible-playbook sweep.yml` of one point, in its own session (so Ctrl-C can reach its group)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp = tmp_path
+        self.ports = free_ports(3)
+        extra = {
+            "trtsweep_results_dir": str(tmp_path / "results"), "trtsweep_work_dir": str(tmp_path / "work"),
+            "trtsweep_triton_http_port": self.ports[0], "trtsweep_triton_grpc_port": self.ports[1],
+            "trtsweep_triton_metrics_port": self.ports[2], "trtsweep_only": POINT,
+            "trtsweep_server_lease_ttl": TTL,
+        }  # fmt: skip
+        (tmp_path / "extra.json").write_text(json.dumps(extra))
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        self.log = open(tmp_path / "ansible.log", "wb")  # noqa: SIM115 - closed in finish()
+        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "ansible-playbook"), "sweep.yml", "-e",
+                                      f"@{tmp_path / 'extra.json'}"], cwd=ROOT, env=env, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+
+    @property
+    def results(self) -> Path:
+        return self.tmp / "results" / SWEEP
+
+    def wait_benchmark(self, after_s: float = 3.0) -> ServerState:
+        """Wait until the point's benchmark runs (llm-perf's async job started); return the server's state."""
+        deadline = time.monotonic() + 600
+        while True:
+            assert self.proc.poll() is None, self.output()
+            assert time.monotonic() < deadline, self.output()
+            states = list((self.tmp / "work").glob(f"{SWEEP}/{POINT}/runs/*/triton_server.json"))
+            if states and "Renew the server's lease" in self.output():
+                time.sleep(after_s)
+                return ServerState.load(states[0])
+            time.sleep(0.5)
+
+    def output(self) -> str:
+        return (self.tmp / "ansible.log").read_text(errors="replace")
+
+    def finish(self, timeout_s: float = 600) -> int:
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.log.close()
+
+
+def gone(pid: int) -> bool:
+    return start_ticks(pid) is None
+
+
+def ports_free(ports: list[int]) -> bool:
+    """As a new server (and the lane preflight) sees them: bindable with SO_REUSEADDR."""
+    return not busy_ports("127.0.0.1", dict(enumerate(ports)))
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Iterator[Run]:
+    started = Run(tmp_path)
+    yield started
+    started.finish(timeout_s=60)
+    for state_file in (tmp_path / "work").glob("*/*/runs/*/triton_server.json"):  # leave nothing running
+        state = ServerState.load(state_file)
+        if start_ticks(state.pid) == state.start_ticks:
+            os.killpg(state.pid, signal.SIGKILL)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_an_interrupted_run_leaves_no_server(run, how):
+    state = run.wait_benchmark()
+    if how == "ctrl-c":  # the terminal sends SIGINT to the whole foreground process group
+        os.killpg(run.proc.pid, signal.SIGINT)
+    else:
+        run.proc.send_signal(signal.SIGTERM)
+    interrupted = time.monotonic()
+    assert run.finish(timeout_s=120) != 0
+    took = 0.0
+    while not (gone(state.pid) and ports_free(run.ports)):
+        took = time.monotonic() - interrupted
+        assert took < TTL + GRACE + 10, f"server pid {state.pid} still running {took:.0f} s after {how}"
+        time.sleep(0.2)
+    print(f"{how}: server gone and ports free {took:.1f} s after the interrupt (lease ttl {TTL} s)")
+    record = json.loads(supervisor.exit_file(Path(state.log_file).parent.parent / "triton_server.json").read_text())
+    assert record["reason"] == "lease expired"
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+def test_a_server_killed_mid_benchmark_fails_the_point_and_the_run(run):
+    state = run.wait_benchmark()
+    os.kill(state.pid, signal.SIGKILL)
+    assert run.finish() != 0
+    status = json.loads((run.results / POINT / "status.json").read_text())
+    assert (status["status"], status["stage"]) == ("failed", "benchmark"), status
+    assert "killed by signal 9 (SIGKILL)" in status["cause"], status["cause"]
+    assert status["log_tail"], status
+    assert POINT in run.output().split("TASK [Every point of this run finished ok]", 1)[1]  # the run says so
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+def test_a_run_never_touches_another_runs_server(tmp_path):
+    """The same sweep's point directory with a live server of another run: the shared state file of the old
+    layout and another run's own directory both name a running process; this run must leave both alone."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(900)"], start_new_session=True)
+    try:
+        point_dir = tmp_path / "work" / SWEEP / POINT
+        for state_file in (point_dir / "triton_server.json", point_dir / "runs" / "other-run" / "triton_server.json"):
+            state_file.parent.mkdir(parents=True, exist_ok=True)
+            ports = free_ports(3)
+            ServerState(pid=other.pid, start_ticks=start_ticks(other.pid) or -1, argv=["tritonserver"],
+                        ports=dict(zip(["http", "grpc", "metrics"], ports, strict=True)), bind_address="127.0.0.1",
+                        health_url=f"http://127.0.0.1:{ports[0]}/v2/health/ready", log_file=str(tmp_path / "o.log"),
+                        server_id="trtsweep-otherrun").save(state_file)  # fmt: skip
+        mine = Run(tmp_path)
+        assert mine.finish(timeout_s=800) == 0, mine.output()[-3000:]
+        assert other.poll() is None, "this run stopped another run's server"
+        status = json.loads((mine.results / POINT / "status.json").read_text())
+        assert status["status"] == "ok"
+    finally:
+        other.kill()
+        other.wait()

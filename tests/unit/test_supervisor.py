@@ -1,0 +1,90 @@
+"""The server supervisor (serve/supervisor.py) with real processes: a server with a child of its own (as
+tritonserver has its python-backend stubs) lives only while its lease is renewed, and its end is recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from trtsweep.serve import supervisor
+from trtsweep.serve.server import start_ticks
+
+# a "server" that starts a "stub" and both sleep: the stub's pid goes to argv[1]
+SERVER = (
+    "import subprocess, sys, time, pathlib;"
+    "stub = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']);"
+    "pathlib.Path(sys.argv[1]).write_text(str(stub.pid));"
+    "time.sleep(600)"
+)
+
+
+def alive(pid: int) -> bool:
+    return start_ticks(pid) is not None
+
+
+def wait_for(predicate, timeout_s: float) -> float:
+    """Seconds until predicate() held; fails after timeout_s."""
+    start = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - start < timeout_s, f"not within {timeout_s} s"
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+def supervise(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes], int, int]:
+    """Start the supervisor; return it, the server's pid and the stub's pid."""
+    state = tmp_path / "server.json"
+    stub_file = tmp_path / "stub.pid"
+    sup = subprocess.Popen([sys.executable, "-m", "trtsweep.serve.supervisor", "--state", str(state), *args, "--",
+                            sys.executable, "-c", SERVER, str(stub_file)], start_new_session=True)  # fmt: skip
+    wait_for(lambda: supervisor.server_file(state).exists() and stub_file.exists() and stub_file.read_text(), 20)
+    server = json.loads(supervisor.server_file(state).read_text())
+    assert server["start_ticks"] == start_ticks(server["pid"])
+    return sup, server["pid"], int(stub_file.read_text())
+
+
+def exit_record(tmp_path: Path) -> dict:
+    path = supervisor.exit_file(tmp_path / "server.json")
+    wait_for(path.exists, 10)
+    return json.loads(path.read_text())
+
+
+def test_an_unrenewed_lease_stops_the_server_and_its_children(tmp_path):
+    lease = tmp_path / "server.lease"
+    supervisor.renew(lease)
+    sup, server, stub = supervise(tmp_path, "--lease", str(lease), "--ttl", "2", "--grace", "3")
+    for _ in range(4):  # renewed: it lives past its ttl
+        time.sleep(1)
+        supervisor.renew(lease)
+    assert alive(server) and alive(stub)
+    took = wait_for(lambda: not alive(server) and not alive(stub), 15)  # the run went away: no more renewals
+    assert took < 2 + 3 + 2
+    assert exit_record(tmp_path)["reason"] == "lease expired"
+    assert sup.wait(timeout=10) == 0
+
+
+def test_a_server_that_dies_leaves_its_exit_signal(tmp_path):
+    sup, server, stub = supervise(tmp_path)
+    os.kill(server, signal.SIGKILL)
+    record = exit_record(tmp_path)
+    assert (record["signal"], record["reason"]) == (9, "exited")
+    assert supervisor.describe_exit(record) == "killed by signal 9 (SIGKILL)"
+    assert sup.wait(timeout=10) == 0
+    wait_for(lambda: not alive(stub), 5)  # what the dead server left goes with it
+
+
+def test_a_signalled_supervisor_stops_its_server_first(tmp_path):
+    sup, server, stub = supervise(tmp_path, "--grace", "3")
+    sup.send_signal(signal.SIGTERM)
+    wait_for(lambda: not alive(server) and not alive(stub), 10)
+    record = exit_record(tmp_path)
+    assert record["reason"] == "supervisor signalled"
+    assert (
+        supervisor.describe_exit(record)
+        == "killed by signal 15 (SIGTERM): stopped by its supervisor (supervisor signalled)"
+    )
