@@ -36,6 +36,7 @@ NOT_COPIED = (
     "trtsweep_sweep",
     "trtsweep_sweep_templates",
     "trtsweep_loaded",
+    "trtsweep_prepare_sweep",
     "trtsweep_plan",
     "trtsweep_lane",
     "trtsweep_run_id",
