@@ -122,6 +122,32 @@ def test_a_stalled_stream_fails_after_the_stall_timeout_not_the_request_timeout(
         assert time.monotonic() - started < 20
         summary = json.loads(Path(f"{export.with_suffix('')}.summary.json").read_text())["levels"][0]["summary"]
         assert summary["failed"] == 2 and summary["errors"] == {"timeout": 2}
+        assert summary["abandoned"] == {"stall": 2}
+        assert "2 requests abandoned (2 stall), each cancelled on the wire" in err
+    finally:
+        server.stop(state)
+
+
+def test_an_abandoned_grpc_request_is_cancelled_on_the_server(tmp_path):
+    """llm-perf gives up at its request timeout and cancels the call; the server stops working on it (the paced
+    model checks its response sender, as an LLM backend does) instead of streaming on for 20 s."""
+    write_paced_model(tmp_path / "repo", "long", 100.0, 400.0, decoupled=True)  # 50 chunks over 20 s
+    state, spec = start_server(tmp_path / "repo", tmp_path)
+    try:
+        export = tmp_path / "perf.json"
+        proc = llm_perf("-u", f"127.0.0.1:{spec.grpc_port}", "-i", "grpc", "-m", "long", "--input-data",
+                        str(data(tmp_path, tokens=50)), "--concurrency", "1", "--num-requests", "1",
+                        "--warmup-requests", "0", "--request-timeout", "2",
+                        "--profile-export-file", str(export))  # fmt: skip
+        _out, err = proc.communicate(timeout=60)
+        gave_up = time.monotonic()
+        assert proc.returncode == 0, err
+        summary = json.loads(Path(f"{export.with_suffix('')}.summary.json").read_text())["levels"][0]["summary"]
+        assert summary["abandoned"] == {"timeout": 1}
+        log = Path(spec.log_file)
+        while "paced: request cancelled by the client" not in log.read_text():
+            assert time.monotonic() - gave_up < 5, "the server kept working on the abandoned request"
+            time.sleep(0.2)
     finally:
         server.stop(state)
 

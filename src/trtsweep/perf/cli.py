@@ -253,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\r{report.level.label}: {summary.get('succeeded', 0)}/{summary.get('requests', 0)} ok", file=sys.stderr)
         for warning in summary.get("warnings", []):
             print(f"llm-perf: warning: {report.level.label}: {warning}", file=sys.stderr)
+        abandoned = summary.get("abandoned") or {}
+        if abandoned:
+            causes = ", ".join(f"{n} {cause}" for cause, n in sorted(abandoned.items()))
+            print(f"llm-perf: {report.level.label}: {sum(abandoned.values())} requests abandoned ({causes}),"
+                  " each cancelled on the wire (gRPC cancel / closed HTTP stream)", file=sys.stderr)  # fmt: skip
         records = summary.get("accuracy_records", {})
         if records.get("empty_reference") or records.get("scorer_failed"):
             print(f"llm-perf: {report.level.label}: accuracy over {records.get('scored', 0)} requests; left out:"

@@ -121,6 +121,16 @@ SLO_KEYS = ("ttft", "tpot", "e2e")
 LAG_WARNING_S = 0.010
 
 
+def _abandoned(result: RequestResult) -> str | None:
+    """Why llm-perf gave up on a request: stall (no chunk for --stall-timeout), timeout (--request-timeout) or
+    cancelled (the level's end or an interrupt); None for a request that ended by itself."""
+    if result.error_class == "cancelled":
+        return "cancelled"
+    if result.error_class == "timeout":
+        return "stall" if "--stall-timeout" in (result.error or "") else "timeout"
+    return None
+
+
 def level_summary(
     results: Sequence[RequestResult], metrics: Sequence[RequestMetrics], slo: dict[str, float] | None = None
 ) -> dict[str, Any]:
@@ -133,6 +143,8 @@ def level_summary(
         "succeeded": len(good),
         "failed": len(pairs) - len(good),
         "errors": dict(errors),
+        # requests llm-perf gave up on, by cause; each was cancelled on the wire (gRPC cancel, closed connection)
+        "abandoned": dict(Counter(_abandoned(r) for r, _ in pairs if _abandoned(r))),
     }
     if not good:
         return out

@@ -39,6 +39,9 @@ class TritonPythonModel:
             return
         for i, text in enumerate(texts):
             self._sleep_until(start + self.first + self.gap * i)
+            if sender.is_cancelled():  # the client gave up (gRPC cancel): stop, as an LLM backend does
+                pb_utils.Logger.log_info(f"paced: request cancelled by the client after {i} of {n} chunks")
+                return
             sender.send(self._response([text]), flags=final if i == n - 1 else 0)
         if n == 0:
             sender.send(flags=final)
