@@ -13,6 +13,8 @@ description:
     (C(export_file)), a CSV and a C(.summary.json) next to it, atomically after each level.
   - Runs the C(llm-perf) command line in its own process (returned as C(cmd)).
   - Measurements are results, not host state, so the module reports C(changed=false).
+  - Fails when a level has no successful request (its numbers would be dashes), naming the level and the
+    error classes; the files are written all the same.
 options:
   url: {type: str, required: true, description: "Server address, e.g. 127.0.0.1:8001."}
   protocol: {type: str, choices: [grpc, http], default: grpc, description: "Server protocol."}
@@ -159,6 +161,12 @@ def main():
         levels = json.load(handle)["levels"]
     rows = [export.headline(level, level["summary"]) for level in levels]
     failed = sum(level["summary"].get("failed", 0) for level in levels)
+    empty = [level for level in levels if not level["summary"].get("succeeded")]
+    if empty:  # a level that measured nothing has no numbers: the point did not produce what it is for
+        level = empty[0]
+        errors = ", ".join(f"{n} {k}" for k, n in sorted(level["summary"].get("errors", {}).items())) or "no requests"
+        module.fail_json(msg=f"concurrency {level['concurrency']}: no request succeeded ({errors})", levels=rows,
+                         files=files, failed_requests=failed, details=stdout.strip(), cmd=argv)  # fmt: skip
     module.exit_json(changed=False, levels=rows, files=files, failed_requests=failed, table=stdout.strip(), cmd=argv)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_ports, start_server
+from tests.conftest import ROOT, free_ports, start_server
 from trtsweep.perf.paced import write_paced_model
 from trtsweep.serve import server
 
@@ -229,3 +229,22 @@ def test_stream_data_after_the_end_of_a_response_is_a_protocol_error(tmp_path):
     assert bad and good and all(r["text"] == "t0 t1 t2 " for r in good)
     assert {r["error_class"] for r in bad} == {"protocol_error"}
     assert "left over from an earlier stream" in bad[0]["error"] and "-i grpc" in bad[0]["error"]
+
+
+def test_the_sweep_fails_a_benchmark_whose_level_measured_nothing(tmp_path):
+    """Before: a level where every request failed was a row of dashes and the point was ok."""
+    write_paced_model(tmp_path / "repo", "late", 5000.0, 10.0, decoupled=True)  # first chunk after 5 s
+    state, spec = start_server(tmp_path / "repo", tmp_path)
+    try:
+        args = {"url": f"127.0.0.1:{spec.grpc_port}", "model": "late", "input_data": str(data(tmp_path)),
+                "export_file": str(tmp_path / "perf.json"), "num_requests": 1, "warmup_requests": 0,
+                "request_timeout": 1, "stall_timeout": 0}  # fmt: skip
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        done = subprocess.run([str(Path(sys.executable).parent / "ansible"), "localhost", "-m", "trtsweep_llm_perf",
+                               "-a", json.dumps(args)], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=120, check=False)  # fmt: skip
+        assert done.returncode != 0, done.stdout
+        assert "concurrency 1: no request succeeded (1 timeout)" in done.stdout
+        assert (tmp_path / "perf.summary.json").exists()  # what was measured is kept
+    finally:
+        server.stop(state)
