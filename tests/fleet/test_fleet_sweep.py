@@ -144,7 +144,7 @@ def benchmark_running(host, point: str, proc) -> ServerState:
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the sweep ended before the point to cut was benchmarked"
         states = sorted(host.work_dir.glob(f"fleet/{point}/runs/*/triton_server.json"))
-        jobs = list((host.home / ".ansible_async").glob("*")) if states else []
+        jobs = list(host.work_dir.glob(f"fleet/{point}/.ansible_async/*")) if states else []
         if any(job.stat().st_mtime >= states[-1].stat().st_mtime for job in jobs):
             return ServerState.load(states[-1])
         time.sleep(0.2)
