@@ -6,7 +6,10 @@ import errno
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from trtsweep.errors import TrtsweepError
 
@@ -19,30 +22,39 @@ def _no_space(path: Path, needed: int, exc: OSError) -> TrtsweepError:
     return TrtsweepError(f"{path}: no space left on device: writing {needed} bytes, {free} bytes free ({exc.strerror})")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` via a temporary file in the same directory and an atomic rename.
+@contextmanager
+def atomic_writer(path: Path, size: int | None = None) -> Iterator[IO[str]]:
+    """A text file that appears at `path` whole when the block ends, or not at all: written to a temporary file
+    in the same directory, fsynced and renamed into place (so a file of any size can be written in pieces).
 
     A full disk leaves nothing behind (no 0-byte or partial file) and raises one line with the path, the bytes
-    needed and the bytes free.
+    being written (`size` when the caller knows it, else those written so far) and the bytes free.
     """
-    data = text.encode("utf-8")
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            try:
+                yield handle
+                handle.flush()
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise _no_space(path, size or handle.tell(), exc) from exc
+                raise
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise _no_space(path, len(data), exc) from exc
+            raise _no_space(path, size or 0, exc) from exc
         raise
-    except BaseException:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically (see atomic_writer)."""
+    with atomic_writer(path, len(text.encode("utf-8"))) as handle:
+        handle.write(text)

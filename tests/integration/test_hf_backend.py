@@ -142,10 +142,11 @@ def test_llm_perf_uses_the_server_counts_and_cross_checks_them(hf_server, demo_m
     config = BenchmarkConfig(
         endpoint=Endpoint(url=f"127.0.0.1:{port}", model="ensemble", extra_inputs={"top_k": 1}),
         protocol=protocol, input_data=data, concurrency=[1], num_requests=2, warmup_requests=0,
-        tokenizer_path=str(demo_model.hf_dir), chat_template=True, max_tokens=24,
+        tokenizer_path=str(demo_model.hf_dir), chat_template=True, max_tokens=24, export_file=tmp_path / "p.json",
     )  # fmt: skip
     (report,) = run(config)
-    assert [r.text for r in report.results] == [ANSWER, ANSWER]
+    rows = list(report.rows())
+    assert [row["text"] for row in rows] == [ANSWER, ANSWER]
     tok = AutoTokenizer.from_pretrained(demo_model.hf_dir)
-    assert [r.server_output_tokens for r in report.results] == [len(tok.encode(ANSWER, add_special_tokens=False))] * 2
+    assert [row["output_tokens"] for row in rows] == [len(tok.encode(ANSWER, add_special_tokens=False))] * 2
     assert report.summary["token_count_mismatch_rate"] == 0.0

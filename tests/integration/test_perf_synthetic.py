@@ -20,15 +20,16 @@ def test_synthetic_prompts_follow_the_requested_lengths(demo_model):
     assert synthetic(tok.hf, 5, (64.0, 8.0), (32.0, 4.0), seed=1) == records[:5]
 
 
-def test_ignore_eos_generates_the_whole_budget(hf_server, demo_model):
+def test_ignore_eos_generates_the_whole_budget(hf_server, demo_model, tmp_path):
     args = parser().parse_args([
         "-u", f"127.0.0.1:{hf_server.grpc_port}", "-m", "ensemble", "--tokenizer-path", str(demo_model.hf_dir),
         "--synthetic-input-tokens", "16", "--synthetic-output-tokens", "12", "--num-prompts", "3",
         "--num-requests", "3", "--warmup-requests", "0", "--ignore-eos",
+        "--profile-export-file", str(tmp_path / "p.json"),
     ])  # fmt: skip
     config = config_from_args(args)
     assert config.endpoint.extra_inputs == {"end_id": 1 << 20}
     (report,) = run(config)
     assert report.summary["succeeded"] == 3
     # one streamed chunk per generated token (a CJK character split over tokens may share a chunk)
-    assert all(10 <= len(r.chunk_ns) <= 12 for r in report.results)
+    assert all(10 <= row["chunks"] <= 12 for row in report.rows())

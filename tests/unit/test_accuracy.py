@@ -46,9 +46,9 @@ def test_normalization_for_exact_and_contains():
 
 
 def test_identical_and_disjoint():
-    same, error = acc.score("The capital of France is Paris.", "The capital of France is Paris.")
+    same, error, *_ = acc.score("The capital of France is Paris.", "The capital of France is Paris.")
     assert error is None and all(v == pytest.approx(1.0) for v in same.values())
-    other, _ = acc.score("alpha beta", "gamma delta")
+    other, *_ = acc.score("alpha beta", "gamma delta")
     assert other["rouge1"] == other["rougeL"] == other["exact"] == other["contains"] == 0.0
     assert other["bleu"] == 0.0
 
@@ -58,8 +58,40 @@ def test_bleu_uses_chinese_tokenization_for_chinese_references():
     assert 0.0 < acc.bleu("北京是首都", "北京是中国的首都") < 1.0
 
 
-def test_mean_scores():
-    assert acc.mean_scores([{"a": 1.0, "b": 0.0}, {"a": 0.0}]) == {"a": 0.5, "b": 0.0}
+def _random_pairs(count: int) -> list[tuple[str, str]]:
+    import random
+
+    rng = random.Random(7)
+    words = ["the", "Paris", "capital,", "of", "France", "is", "(Berlin)", "a", "city.", "北京", "是", "首都", "。"]
+    pairs = []
+    for _ in range(count):
+        pred = " ".join(rng.choices(words, k=rng.randrange(0, 14)))
+        ref = " ".join(rng.choices(words, k=rng.randrange(1, 14)))
+        pairs.append((pred, ref))
+    return [*pairs, ("", "Paris"), ("Paris", "Paris"), ("北京是中国的首都", "北京是中国的首都"), ("a b", "a b c d e f")]
+
+
+def test_bleu_and_chrf_equal_sacrebleu_sentence_and_corpus_scores():
+    from sacrebleu.metrics import BLEU, CHRF
+
+    from trtsweep.perf.bleu_chrf import CorpusStats
+
+    pairs = _random_pairs(300)
+    corpus = {name: CorpusStats() for name in ("13a", "zh")}
+    for pred, ref in pairs:
+        tokenize = acc.bleu_tokenizer(ref)
+        expected = BLEU(tokenize=tokenize, effective_order=True).sentence_score(pred, [ref]).score / 100
+        assert acc.bleu(pred, ref) == pytest.approx(expected, abs=1e-12), (pred, ref)
+        assert acc.chrf(pred, ref) == pytest.approx(CHRF().sentence_score(pred, [ref]).score / 100, abs=1e-12)
+        scored = acc.score(pred, ref)
+        corpus[tokenize].add(scored.bleu, scored.chrf)
+    for tokenize, stats in corpus.items():
+        chosen = [(p, r) for p, r in pairs if acc.bleu_tokenizer(r) == tokenize]
+        preds, refs = [p for p, _ in chosen], [r for _, r in chosen]
+        assert stats.scores()["corpus_bleu"] == pytest.approx(
+            BLEU(tokenize=tokenize).corpus_score(preds, [refs]).score / 100, abs=1e-12
+        )
+        assert stats.scores()["corpus_chrf"] == pytest.approx(CHRF().corpus_score(preds, [refs]).score / 100, abs=1e-12)
 
 
 def test_user_scorer(tmp_path, monkeypatch):
@@ -125,7 +157,7 @@ def test_a_failing_user_scorer_is_recorded_and_the_built_in_scores_stand(tmp_pat
     monkeypatch.chdir(tmp_path)  # a scorer module in the current directory is found without PYTHONPATH
     for name, message in (("boom", "scorer raised KeyError"), ("none", "returned None"), ("text", "'high' for a"),
                           ("nan", "returned nan")):  # fmt: skip
-        scores, error = acc.score("Paris", "Paris", acc.load_scorer(f"bad:{name}"))
+        scores, error, *_ = acc.score("Paris", "Paris", acc.load_scorer(f"bad:{name}"))
         assert error is not None and message in error, error
         assert scores["exact"] == 1.0 and not any(k.startswith("user") for k in scores)
 
@@ -139,21 +171,24 @@ def test_a_scorer_file_path_is_accepted(tmp_path):
 
 
 def test_an_empty_reference_is_left_out_of_accuracy_and_counted():
-    from trtsweep.perf.metrics import level_summary, request_metrics
+    from trtsweep.perf.bleu_chrf import CorpusStats
+    from trtsweep.perf.metrics import LevelStats, request_metrics
     from trtsweep.perf.protocols.base import RequestResult
 
-    results, metrics = [], []
+    stats = LevelStats()
     for seq, reference in enumerate(["Paris", "   ", "", None, "Berlin"]):
         r = RequestResult(seq=seq, record_index=seq, warmup=False, sent_ns=1_000_000_000, end_ns=2_000_000_000,
                           chunk_ns=[1_500_000_000], chunk_text=["Paris"])  # fmt: skip
-        results.append(r)
-        metrics.append(request_metrics(r, "q", reference, None))
-    summary = level_summary(results, metrics)
+        stats.add(r, request_metrics(r, "q", reference, None))
+    summary = stats.summary()
     # before: the blank references scored contains = 1.0 for any prediction, moving the mean
     assert summary["accuracy"]["contains"] == 0.5 and summary["accuracy_n"] == 2
     assert summary["accuracy_records"] == {"scored": 2, "no_reference": 1, "empty_reference": 2, "scorer_failed": 0}
-    corpus = acc.corpus_scores(["Paris", "Paris"], ["Paris", "Berlin"])
-    assert summary["accuracy"]["corpus_bleu"] == pytest.approx(corpus["corpus_bleu"])
+    corpus = CorpusStats()
+    for pred, ref in [("Paris", "Paris"), ("Paris", "Berlin")]:
+        scored = acc.score(pred, ref)
+        corpus.add(scored.bleu, scored.chrf)
+    assert summary["accuracy"]["corpus_bleu"] == pytest.approx(corpus.scores()["corpus_bleu"])
 
 
 def test_nan_is_written_as_null():

@@ -71,8 +71,14 @@ def test_order_statistic_interval_has_95_percent_coverage():
 
 
 def test_input_token_throughput_is_unknown_not_zero_without_a_tokenizer():
-    from trtsweep.perf.metrics import level_summary, request_metrics
+    from trtsweep.perf.metrics import LevelStats, request_metrics
     from trtsweep.perf.protocols.base import RequestResult
+
+    def level_summary(results, metrics):
+        stats = LevelStats()
+        for r, m in zip(results, metrics, strict=True):
+            stats.add(r, m)
+        return stats.summary()
 
     results = []
     for seq in range(3):

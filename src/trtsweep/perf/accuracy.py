@@ -11,11 +11,13 @@
                dropped ("订单号是A123" -> 订 单 号 是 a123). As in rouge-score, a side without n-grams scores 0:
                two texts that both tokenize to nothing ("!!!" vs "???") do not agree, and identical one-word
                answers get rouge2 0 (``exact`` and ``rouge1`` see them); there is no exception.
-* ``bleu``     the mean over requests of sacrebleu *sentence* BLEU (effective order), divided by 100; the
-               level summary adds ``corpus_bleu`` and ``corpus_chrf`` (sacrebleu's corpus functions over the
-               level's scored requests). Tokenizer by the reference's script: kana -> "ja-mecab" when
+* ``bleu``     the mean over requests of *sentence* BLEU (effective order), divided by 100; the level
+               summary adds ``corpus_bleu`` and ``corpus_chrf``: the scores of the level's summed per-request
+               statistics (so no text is kept; each request tokenized for its own reference's script).
+               Equal to sacrebleu's sentence / corpus scores (trtsweep.perf.bleu_chrf). Tokenizer by the
+               reference's script: kana -> "ja-mecab" when
                installed else "char", hangul -> "ko-mecab" when installed else "char", Han -> "zh", else "13a".
-* ``chrf``     sacrebleu sentence chrF, divided by 100.
+* ``chrf``     sentence chrF (sacrebleu's definition: character 6-grams, beta 2), divided by 100.
 A record whose reference is missing, empty or only whitespace is left out of accuracy and counted
 (``accuracy_records`` of the level summary): nothing can be right or wrong against it.
 A user scorer is given as "module:function" (a module on the Python path or in the current directory) or
@@ -34,13 +36,15 @@ import re
 import sys
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from rapidfuzz.distance import LCSseq
 
 from trtsweep.errors import TrtsweepError
+from trtsweep.perf.bleu_chrf import bleu_score, bleu_stats, chrf_score, chrf_stats
 
 CJK = (
     "\u3040-\u309f\u30a0-\u30fa\u30fc-\u30ff"  # hiragana, katakana (not the middle dot U+30FB)
@@ -97,8 +101,7 @@ def _ngrams(toks: list[str], n: int) -> Counter[tuple[str, ...]]:
 
 
 def rouge_n(pred: str, ref: str, n: int) -> float:
-    p, r = _ngrams(tokens(pred), n), _ngrams(tokens(ref), n)
-    return _f1(sum((p & r).values()), sum(p.values()), sum(r.values()))
+    return _rouge(tokens(pred), tokens(ref), n)
 
 
 def lcs_length(a: list[str], b: list[str]) -> int:
@@ -125,34 +128,12 @@ def bleu_tokenizer(ref: str) -> str:
     return "zh" if HAN.search(ref) else "13a"
 
 
-@cache
-def _bleu(tokenize: str, sentence: bool):  # type: ignore[no-untyped-def]
-    from sacrebleu.metrics import BLEU
-
-    return BLEU(tokenize=tokenize, effective_order=sentence)
-
-
 def bleu(pred: str, ref: str) -> float:
-    return _bleu(bleu_tokenizer(ref), True).sentence_score(pred, [ref]).score / 100.0
+    return bleu_score(bleu_stats(pred, ref, bleu_tokenizer(ref)), True) / 100.0
 
 
 def chrf(pred: str, ref: str) -> float:
-    from sacrebleu.metrics import CHRF
-
-    return CHRF().sentence_score(pred, [ref]).score / 100.0
-
-
-def corpus_scores(preds: list[str], refs: list[str]) -> dict[str, float]:
-    """Corpus BLEU and chrF of a level's scored requests (BLEU's tokenizer from the references' script)."""
-    from sacrebleu.metrics import CHRF
-
-    if not preds:
-        return {}
-    tokenize = Counter(bleu_tokenizer(r) for r in refs).most_common(1)[0][0]
-    return {
-        "corpus_bleu": _bleu(tokenize, False).corpus_score(preds, [refs]).score / 100.0,
-        "corpus_chrf": CHRF().corpus_score(preds, [refs]).score / 100.0,
-    }
+    return chrf_score(chrf_stats(pred, ref)) / 100.0
 
 
 def _user_scores(user: Scorer, pred: str, ref: str) -> dict[str, float]:
@@ -170,36 +151,42 @@ def _user_scores(user: Scorer, pred: str, ref: str) -> dict[str, float]:
     return out
 
 
-def score(pred: str, ref: str, user: Scorer | None = None) -> tuple[dict[str, float], str | None]:
-    """Every built-in score of one prediction plus the user scorer's, and the user scorer's failure if any
-    (its scores are then left out; the built-in ones stand)."""
+class Scored(NamedTuple):
+    """One request's scores, the user scorer's failure if any (its scores are then left out; the built-in ones
+    stand), and the BLEU / chrF statistics its level sums for the corpus scores."""
+
+    scores: dict[str, float]
+    error: str | None
+    bleu: list[int]
+    chrf: list[int]
+
+
+def _rouge(pred: list[str], ref: list[str], n: int) -> float:
+    p, r = _ngrams(pred, n), _ngrams(ref, n)
+    return _f1(sum((p & r).values()), sum(p.values()), sum(r.values()))
+
+
+def score(pred: str, ref: str, user: Scorer | None = None) -> Scored:
+    """Every built-in score of one prediction plus the user scorer's (each text normalized and tokenized once)."""
+    npred, nref = normalize(pred), normalize(ref)
+    ptoks, rtoks = tokens(pred), tokens(ref)
+    bleu_counts, chrf_counts = bleu_stats(pred, ref, bleu_tokenizer(ref)), chrf_stats(pred, ref)
     scores = {
-        "exact": exact_match(pred, ref),
-        "contains": contains(pred, ref),
-        "rouge1": rouge_n(pred, ref, 1),
-        "rouge2": rouge_n(pred, ref, 2),
-        "rougeL": rouge_l(pred, ref),
-        "bleu": bleu(pred, ref),
-        "chrf": chrf(pred, ref),
+        "exact": float(npred == nref),
+        "contains": float(nref in npred),
+        "rouge1": _rouge(ptoks, rtoks, 1),
+        "rouge2": _rouge(ptoks, rtoks, 2),
+        "rougeL": _f1(lcs_length(ptoks, rtoks), len(ptoks), len(rtoks)),
+        "bleu": bleu_score(bleu_counts, True) / 100.0,
+        "chrf": chrf_score(chrf_counts) / 100.0,
     }
-    if user is None:
-        return scores, None
-    try:
-        scores.update(_user_scores(user, pred, ref))
-    except ValueError as exc:
-        return scores, str(exc)
-    return scores, None
-
-
-def mean_scores(rows: Iterable[dict[str, float]]) -> dict[str, float]:
-    """Per-key mean over score dicts (keys missing from a row are averaged over the rows that have them)."""
-    sums: dict[str, float] = {}
-    counts: Counter[str] = Counter()
-    for row in rows:
-        for key, value in row.items():
-            sums[key] = sums.get(key, 0.0) + float(value)
-            counts[key] += 1
-    return {key: sums[key] / counts[key] for key in sums}
+    error = None
+    if user is not None:
+        try:
+            scores.update(_user_scores(user, pred, ref))
+        except ValueError as exc:
+            error = str(exc)
+    return Scored(scores, error, bleu_counts, chrf_counts)
 
 
 def _import(module_name: str):  # type: ignore[no-untyped-def]

@@ -6,8 +6,10 @@ This is the library entry point shared by the `llm-perf` CLI and the `trtsweep_l
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -19,10 +21,11 @@ from trtsweep.errors import TrtsweepError
 from trtsweep.perf import export, server_metrics
 from trtsweep.perf.accuracy import load_scorer
 from trtsweep.perf.dataset import Record, load_jsonl, synthetic
-from trtsweep.perf.metrics import TokenCount, level_summary, request_metrics
+from trtsweep.perf.metrics import LevelStats, TokenCount, request_metrics
 from trtsweep.perf.protocols import Endpoint, Protocol, make_protocol
 from trtsweep.perf.protocols.base import PreparedRequest, RequestResult
 from trtsweep.perf.runner import Level, describe, run_level
+from trtsweep.perf.spool import RequestLog, Spool
 from trtsweep.perf.stats import summarize
 
 DEFAULT_MAX_TOKENS = 128
@@ -126,10 +129,21 @@ class ClientHealth:
 
 @dataclass
 class LevelReport:
+    """One level: its requests go to a spool on disk as they finish (`count` so far); once the level ends, its
+    summary, and its request rows in the run's request log (`rows()`, read back from disk)."""
+
     level: Level
-    results: list[RequestResult] = field(default_factory=list)
+    spool: Spool
+    count: int = 0
     summary: dict[str, Any] = field(default_factory=dict)
-    metrics: list[Any] = field(default_factory=list)
+    log: RequestLog | None = None
+    index: int = -1
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """The level's request rows as exported (the request log must still exist: give an export file)."""
+        if self.log is None:
+            raise TrtsweepError(f"{self.level.label} has not been processed yet")
+        return self.log.rows(self.index)
 
 
 class IdentityCheck:
@@ -232,6 +246,15 @@ def run(
     levels = config.levels(len(requests) if config.num_requests is None else config.num_requests)
     reports: list[LevelReport] = []
     started = time.time()
+    work = ExitStack()
+    if config.export_file:
+        files = export.paths(config.export_file)
+        files["profile"].parent.mkdir(parents=True, exist_ok=True)
+    else:  # no export: the spool and request log live in a directory removed at the end of the run
+        files = export.paths(Path(work.enter_context(tempfile.TemporaryDirectory(prefix="llm-perf-"))) / "run.json")
+    log = RequestLog(files["requests"])
+    work.callback(log.close)
+    origin: list[int] = []  # the run's first send (perf_counter ns): the zero of every exported time
 
     def finish(
         report: LevelReport,
@@ -239,11 +262,21 @@ def run(
         server: dict[str, Any] | None = None,
         identity: IdentityCheck | None = None,
     ) -> None:
-        report.metrics = [
-            request_metrics(r, requests[r.record_index].prompt, records[r.record_index].reference, count, scorer)
-            for r in report.results
-        ]
-        report.summary = level_summary(report.results, report.metrics, config.slo)
+        """One pass over the level's spool: per-request metrics and scores into the summary's compact arrays
+        and the request log; then the exports."""
+        stats = LevelStats(config.slo)
+        if not origin and report.spool.first_sent:
+            origin.append(report.spool.first_sent)
+        report.log, report.index = log, len(log.ranges)
+        log.begin()
+        for r in report.spool.results():
+            request, record = requests[r.record_index], records[r.record_index]
+            m = request_metrics(r, request.prompt, record.reference, count, scorer)
+            stats.add(r, m)
+            log.write(export.request_row(report.index, r, m, request.max_tokens, origin[0] if origin else 0))
+        log.end()
+        report.spool.remove()
+        report.summary = stats.summary()
         if client is not None:
             report.summary["client"] = client
         if server is not None:
@@ -253,10 +286,11 @@ def run(
             if identity.error:
                 report.summary["error"] = identity.error
         if config.export_file:
-            export.write_all(config.export_file, config, reports, records, requests, started)
+            export.write_all(config.export_file, config, reports, records, log, started)
 
     def record(report: LevelReport, result: RequestResult) -> None:
-        report.results.append(result)
+        report.spool.add(result)
+        report.count += 1
         if on_result:
             on_result(report)
 
@@ -266,7 +300,7 @@ def run(
         session = aiohttp.ClientSession() if config.server_metrics_url else None
         try:
             for level in levels:
-                report = LevelReport(level)
+                report = LevelReport(level, Spool(files["spool"]))
                 reports.append(report)
                 identity = IdentityCheck(protocol, config.expect_server_id) if config.expect_server_id else None
                 if identity and not await identity.check("before", level.label):
@@ -282,7 +316,7 @@ def run(
                     await identity.check("after", level.label)
                 finish(
                     report,
-                    health.summary(len(report.results)),
+                    health.summary(report.count),
                     server_metrics.delta(before, after) if before and after else None,
                     identity,
                 )
@@ -295,10 +329,11 @@ def run(
             if session:
                 await session.close()
 
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        if reports and not reports[-1].summary:
-            finish(reports[-1])
-        raise
+    with work:
+        try:
+            asyncio.run(main())
+        except KeyboardInterrupt:
+            if reports and not reports[-1].summary:
+                finish(reports[-1])
+            raise
     return reports

@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             last[0] = now
             level = report.level
             total = level.warmup_requests + level.num_requests if not level.duration_s else "?"
-            print(f"\r{level.label}: {len(report.results)}/{total} requests", end="", file=sys.stderr, flush=True)
+            print(f"\r{level.label}: {report.count}/{total} requests", end="", file=sys.stderr, flush=True)
 
     try:
         run(config_from_args(args), on_level=show, on_result=progress if sys.stderr.isatty() else None)

@@ -3,6 +3,9 @@
 * ``<export>.json``  profile export: the configuration and, per level, the summary and every request
   (send time, each chunk's time, end time - all in ms since the run's first request - text, token counts,
   per-request metrics, scores, error);
+* ``<export>.requests.jsonl``  the same request rows, one JSON line each (with the level's index), written
+  level by level as each level is processed; while a level runs, its raw requests are appended to
+  ``<export>.inflight.jsonl`` as each one ends (removed once the level is processed);
 * ``<export>.csv``   one row per level with the headline numbers;
 * ``<export>.summary.json``  the summaries only (what the Ansible module returns).
 """
@@ -17,13 +20,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trtsweep.fileio import atomic_write_text
+from trtsweep.fileio import atomic_write_text, atomic_writer
 
 if TYPE_CHECKING:
     from trtsweep.perf.benchmark import BenchmarkConfig, LevelReport
     from trtsweep.perf.dataset import Record
-    from trtsweep.perf.protocols.base import PreparedRequest
+    from trtsweep.perf.metrics import RequestMetrics
+    from trtsweep.perf.protocols.base import RequestResult
     from trtsweep.perf.runner import Level
+    from trtsweep.perf.spool import RequestLog
 
 CSV_COLUMNS = (
     ("concurrency", None),
@@ -75,37 +80,39 @@ def paths(export_file: Path) -> dict[str, Path]:
         "profile": export_file,
         "csv": stem.with_suffix(".csv"),
         "summary": Path(f"{stem}.summary.json"),
+        "requests": Path(f"{stem}.requests.jsonl"),
+        "spool": Path(f"{stem}.inflight.jsonl"),
     }
 
 
-def _request_rows(report: LevelReport, requests: Sequence[PreparedRequest], t0: int) -> list[dict[str, Any]]:
-    rows = []
-    for result, m in zip(report.results, report.metrics, strict=True):
-        ms = lambda ns: round((ns - t0) / 1e6, 4)  # noqa: E731
-        rows.append(
-            {
-                "seq": result.seq,
-                "record": result.record_index,
-                "warmup": result.warmup,
-                "max_tokens": requests[result.record_index].max_tokens,
-                "sent_ms": ms(result.sent_ns),
-                "chunk_ms": [ms(t) for t in result.chunk_ns],
-                "end_ms": ms(result.end_ns) if result.end_ns else None,
-                "text": result.text,
-                "chunks": len(result.chunk_ns),
-                "input_tokens": m.input_tokens,
-                "output_tokens": m.output_tokens,
-                "ttft_ms": None if m.ttft is None else m.ttft * 1e3,
-                "e2e_ms": None if m.e2e is None else m.e2e * 1e3,
-                "tpot_ms": None if m.tpot is None else m.tpot * 1e3,
-                "scores": m.scores,
-                "reference": m.reference_state,
-                "scorer_error": m.scorer_error,
-                "error": result.error,
-                "error_class": result.error_class,
-            }
-        )
-    return rows
+def request_row(level: int, result: RequestResult, m: RequestMetrics, max_tokens: int, t0: int) -> dict[str, Any]:
+    """One request as exported: times in ms since the run's first request, its text, counts, metrics, error."""
+    ms = lambda ns: round((ns - t0) / 1e6, 4)  # noqa: E731
+    row = {
+        "level": level,
+        "seq": result.seq,
+        "record": result.record_index,
+        "warmup": result.warmup,
+        "max_tokens": max_tokens,
+        "sent_ms": ms(result.sent_ns),
+        "chunk_ms": [ms(t) for t in result.chunk_ns],
+        "end_ms": ms(result.end_ns) if result.end_ns else None,
+        "text": result.text,
+        "chunks": len(result.chunk_ns),
+        "input_tokens": m.input_tokens,
+        "output_tokens": m.output_tokens,
+        "ttft_ms": None if m.ttft is None else m.ttft * 1e3,
+        "e2e_ms": None if m.e2e is None else m.e2e * 1e3,
+        "tpot_ms": None if m.tpot is None else m.tpot * 1e3,
+        "scores": m.scores,
+        "reference": m.reference_state,
+        "scorer_error": m.scorer_error,
+        "error": result.error,
+        "error_class": result.error_class,
+    }
+    if m.retokenized_output_tokens is not None:
+        row["retokenized_output_tokens"] = m.retokenized_output_tokens
+    return row
 
 
 def _finite(value: Any) -> Any:
@@ -119,7 +126,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def strict_json(data: Any, indent: int) -> str:
+def strict_json(data: Any, indent: int | None) -> str:
     """Valid JSON (null for NaN / inf), UTF-8 text kept as it is."""
     return json.dumps(_finite(data), ensure_ascii=False, indent=indent, allow_nan=False) + "\n"
 
@@ -129,11 +136,11 @@ def write_all(
     config: BenchmarkConfig,
     reports: Sequence[LevelReport],
     records: Sequence[Record],
-    requests: Sequence[PreparedRequest],
+    log: RequestLog,
     started: float,
 ) -> None:
-    sent = [r.sent_ns for rep in reports for r in rep.results if r.sent_ns]
-    t0 = min(sent) if sent else 0
+    """The summary, CSV and profile export of the levels so far. The profile is streamed: each level's request
+    rows are copied from the request log, so writing it costs one pass over the log and no memory."""
     levels = [
         {
             "concurrency": rep.level.concurrency,
@@ -145,14 +152,18 @@ def write_all(
     ]
     out = paths(export_file)
     summary = {"started_unix": started, "config": config.as_dict(), "levels": levels}
-    profile = {
-        **summary,
-        "levels": [
-            {**level, "requests": _request_rows(rep, requests, t0)} for level, rep in zip(levels, reports, strict=True)
-        ],
-        "records": [{"index": r.index, "reference": r.reference} for r in records],
-    }
-    atomic_write_text(out["profile"], strict_json(profile, indent=1))
+    with atomic_writer(out["profile"]) as handle:
+        handle.write(strict_json({"started_unix": started, "config": config.as_dict()}, None)[:-2])
+        handle.write(', "levels": [\n')
+        for i, level in enumerate(levels):
+            handle.write(("," if i else "") + strict_json(level, None)[:-2] + ', "requests": [\n')
+            first = True
+            for line in log.lines(i) if i < len(log.ranges) else ():
+                handle.write(line if first else ",\n" + line)
+                first = False
+            handle.write("]}\n")
+        references = [{"index": r.index, "reference": r.reference} for r in records]
+        handle.write('], "records": ' + strict_json(references, None)[:-1] + "}\n")
     atomic_write_text(out["summary"], strict_json(summary, indent=2))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=[c for c, _ in CSV_COLUMNS])

@@ -30,12 +30,14 @@ Per level, over the benchmark window = first measured request sent -> last measu
 from __future__ import annotations
 
 import itertools
+from array import array
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trtsweep.perf.accuracy import Scorer, corpus_scores, mean_scores, score, usable_reference
+from trtsweep.perf.accuracy import Scorer, score, usable_reference
+from trtsweep.perf.bleu_chrf import CorpusStats
 from trtsweep.perf.protocols.base import RequestResult
 from trtsweep.perf.stats import summarize
 
@@ -59,10 +61,11 @@ class RequestMetrics:
     e2e_sched: float | None = None
     lag: float | None = None
     retokenized_output_tokens: int | None = None  # set when the server also reported a count
-    # accuracy: "scored", "no_reference" or "empty_reference"; the user scorer's failure; (prediction, reference)
+    # accuracy: "scored", "no_reference" or "empty_reference"; the user scorer's failure; BLEU and chrF
+    # statistics (summed over the level for its corpus scores)
     reference_state: str = "no_reference"
     scorer_error: str | None = None
-    scored_texts: tuple[str, str] | None = None
+    corpus: tuple[list[int], list[int]] | None = None
 
     def latency(self, name: str) -> float | None:
         """ttft / tpot / e2e for SLO checks: from the schedule when the request had one."""
@@ -96,13 +99,13 @@ def request_metrics(
     tpot = None
     if ttft is not None and out_tokens is not None and out_tokens > 1:
         tpot = (e2e - ttft) / (out_tokens - 1)
-    scores, scorer_error = score(text, reference, scorer) if usable_reference(reference) else (None, None)
-    out = RequestMetrics(ttft, e2e, tpot, icl, in_tokens, out_tokens, scores)
-    if reference is not None:
-        out.reference_state = "scored" if scores is not None else "empty_reference"
-    out.scorer_error = scorer_error
-    if scores is not None and reference is not None:
-        out.scored_texts = (text, reference)
+    out = RequestMetrics(ttft, e2e, tpot, icl, in_tokens, out_tokens, None)
+    if reference is not None and usable_reference(reference):
+        scored = score(text, reference, scorer)
+        out.scores, out.scorer_error, out.corpus = scored.scores, scored.error, (scored.bleu, scored.chrf)
+        out.reference_state = "scored"
+    elif reference is not None:
+        out.reference_state = "empty_reference"
     if result.server_output_tokens is not None and retokenized is not None:
         out.retokenized_output_tokens = retokenized
     if result.scheduled_ns:
@@ -118,6 +121,7 @@ def _summary(values: Sequence[float], scale: float = 1000.0) -> dict[str, Any] |
 
 
 SLO_KEYS = ("ttft", "tpot", "e2e")
+SAMPLES = ("ttft", "e2e", "tpot", "icl", "output_tokens", "ttft_sched", "e2e_sched", "lag")
 LAG_WARNING_S = 0.010
 
 
@@ -131,72 +135,115 @@ def _abandoned(result: RequestResult) -> str | None:
     return None
 
 
-def level_summary(
-    results: Sequence[RequestResult], metrics: Sequence[RequestMetrics], slo: dict[str, float] | None = None
-) -> dict[str, Any]:
-    """Summary of one level's measured (non-warm-up) requests; latencies in milliseconds."""
-    pairs = [(r, m) for r, m in zip(results, metrics, strict=True) if not r.warmup]
-    good = [(r, m) for r, m in pairs if r.ok]
-    errors = Counter(r.error_class for r, _ in pairs if not r.ok)
-    out: dict[str, Any] = {
-        "requests": len(pairs),
-        "succeeded": len(good),
-        "failed": len(pairs) - len(good),
-        "errors": dict(errors),
-        # requests llm-perf gave up on, by cause; each was cancelled on the wire (gRPC cancel, closed connection)
-        "abandoned": dict(Counter(_abandoned(r) for r, _ in pairs if _abandoned(r))),
-    }
-    if not good:
+class LevelStats:
+    """What a level's summary needs, accumulated one request at a time in compact arrays (8 bytes per latency
+    sample, counters otherwise): memory grows with the samples only, never with texts or per-request objects,
+    and the percentiles stay exact. Warm-up requests are ignored."""
+
+    def __init__(self, slo: dict[str, float] | None = None) -> None:
+        self.slo = slo or {}
+        self.requests = self.succeeded = self.good = 0
+        self.errors: Counter[str] = Counter()
+        self.abandoned: Counter[str] = Counter()
+        self.first_sent: int | None = None
+        self.last_end = 0
+        self.in_sum = self.in_known = self.out_sum = 0
+        self.samples = {name: array("d") for name in SAMPLES}
+        self.checked = self.mismatched = 0
+        self.references: Counter[str] = Counter()
+        self.scorer_failed = 0
+        self.score_sums: dict[str, float] = {}
+        self.score_counts: Counter[str] = Counter()
+        self.corpus = CorpusStats()
+
+    def add(self, result: RequestResult, m: RequestMetrics) -> None:
+        if result.warmup:
+            return
+        self.requests += 1
+        if result.sent_ns and (self.first_sent is None or result.sent_ns < self.first_sent):
+            self.first_sent = result.sent_ns
+        if not result.ok:
+            self.errors[str(result.error_class)] += 1
+            if (cause := _abandoned(result)) is not None:
+                self.abandoned[cause] += 1
+            return
+        self.succeeded += 1
+        self.last_end = max(self.last_end, result.end_ns)
+        if m.input_tokens is not None:
+            self.in_sum += m.input_tokens
+            self.in_known += 1
+        if m.output_tokens is not None:
+            self.out_sum += m.output_tokens
+            self.samples["output_tokens"].append(m.output_tokens)
+        for name in ("ttft", "e2e", "tpot", "ttft_sched", "e2e_sched", "lag"):
+            if (value := getattr(m, name)) is not None:
+                self.samples[name].append(value)
+        self.samples["icl"].extend(m.icl)
+        if m.retokenized_output_tokens is not None:
+            self.checked += 1
+            self.mismatched += m.retokenized_output_tokens != m.output_tokens
+        if self.slo and all((v := m.latency(k)) is not None and v <= limit for k, limit in self.slo.items()):
+            self.good += 1
+        self.references[m.reference_state] += 1
+        self.scorer_failed += m.scorer_error is not None
+        if m.scores is not None:
+            for key, value in m.scores.items():
+                self.score_sums[key] = self.score_sums.get(key, 0.0) + value
+                self.score_counts[key] += 1
+        if m.corpus is not None:
+            self.corpus.add(*m.corpus)
+
+    def summary(self) -> dict[str, Any]:
+        """The level's summary; latencies in milliseconds."""
+        out: dict[str, Any] = {
+            "requests": self.requests,
+            "succeeded": self.succeeded,
+            "failed": self.requests - self.succeeded,
+            "errors": dict(self.errors),
+            # requests llm-perf gave up on, by cause; each was cancelled on the wire (gRPC cancel, closed connection)
+            "abandoned": dict(self.abandoned),
+        }
+        if not self.succeeded:
+            return out
+        window = (self.last_end - (self.first_sent or 0)) * NS
+        out["window_s"] = window
+        out["request_throughput"] = self.succeeded / window if window > 0 else None
+        # a count is known only when every successful request has one: a partial sum (or 0 without a
+        # tokenizer) would pass for a measured number; unknown is None (null / "-"), never 0
+        known_in = self.in_known == self.succeeded
+        if self.samples["output_tokens"] and window > 0:
+            out["output_tokens_total"] = self.out_sum
+            out["output_token_throughput"] = self.out_sum / window
+        out["input_tokens_total"] = self.in_sum if known_in else None
+        out["input_token_throughput"] = self.in_sum / window if known_in and window > 0 else None
+        for name in ("ttft", "e2e", "tpot", "icl"):
+            out[f"{name}_ms"] = _summary(self.samples[name])
+        out["output_tokens"] = _summary(self.samples["output_tokens"], scale=1.0)
+        if self.checked:
+            out["token_count_source"] = "server"
+            out["token_count_mismatch_rate"] = self.mismatched / self.checked
+        lags = self.samples["lag"]
+        if lags:
+            out["ttft_from_schedule_ms"] = _summary(self.samples["ttft_sched"])
+            out["e2e_from_schedule_ms"] = _summary(self.samples["e2e_sched"])
+            out["schedule_lag_ms"] = _summary(lags)
+            worst = max(lags)
+            if worst > LAG_WARNING_S:
+                out.setdefault("warnings", []).append(
+                    f"sending fell behind the schedule by up to {worst * 1e3:.1f} ms (client or --max-concurrency "
+                    "saturated); use the *_from_schedule latencies"
+                )
+        if self.slo:
+            out["slo"] = {k: v * 1e3 for k, v in self.slo.items()}
+            out["goodput"] = self.good / window if window > 0 else None
+            out["good_fraction"] = self.good / self.requests
+        # records without a usable reference are left out of accuracy and said so; scorer failures are counted
+        out["accuracy_records"] = {
+            **{state: self.references[state] for state in REFERENCE_STATES},
+            "scorer_failed": self.scorer_failed,
+        }
+        if self.score_counts:
+            out["accuracy"] = {key: self.score_sums[key] / self.score_counts[key] for key in self.score_sums}
+            out["accuracy_n"] = self.references["scored"]
+            out["accuracy"].update(self.corpus.scores())
         return out
-    window = (max(r.end_ns for r, _ in good) - min(r.sent_ns for r, _ in pairs if r.sent_ns)) * NS
-    out["window_s"] = window
-    out["request_throughput"] = len(good) / window if window > 0 else None
-    in_tokens = [m.input_tokens for _, m in good if m.input_tokens is not None]
-    out_tokens = [m.output_tokens for _, m in good if m.output_tokens is not None]
-    # a count is known only when every successful request has one: a partial sum (or 0 without a
-    # tokenizer) would pass for a measured number; unknown is None (null / "-"), never 0
-    known_in = len(in_tokens) == len(good)
-    if out_tokens and window > 0:
-        out["output_tokens_total"] = sum(out_tokens)
-        out["output_token_throughput"] = sum(out_tokens) / window
-    out["input_tokens_total"] = sum(in_tokens) if known_in else None
-    out["input_token_throughput"] = sum(in_tokens) / window if known_in and window > 0 else None
-    out["ttft_ms"] = _summary([m.ttft for _, m in good if m.ttft is not None])
-    out["e2e_ms"] = _summary([m.e2e for _, m in good if m.e2e is not None])
-    out["tpot_ms"] = _summary([m.tpot for _, m in good if m.tpot is not None])
-    out["icl_ms"] = _summary([gap for _, m in good for gap in m.icl])
-    out["output_tokens"] = _summary([float(n) for n in out_tokens], scale=1.0)
-    checked = [m for _, m in good if m.retokenized_output_tokens is not None]
-    if checked:
-        out["token_count_source"] = "server"
-        out["token_count_mismatch_rate"] = sum(m.retokenized_output_tokens != m.output_tokens for m in checked) / len(
-            checked
-        )
-    lags = [m.lag for _, m in good if m.lag is not None]
-    if lags:
-        out["ttft_from_schedule_ms"] = _summary([m.ttft_sched for _, m in good if m.ttft_sched is not None])
-        out["e2e_from_schedule_ms"] = _summary([m.e2e_sched for _, m in good if m.e2e_sched is not None])
-        out["schedule_lag_ms"] = _summary(lags)
-        worst = max(lags)
-        if worst > LAG_WARNING_S:
-            out.setdefault("warnings", []).append(
-                f"sending fell behind the schedule by up to {worst * 1e3:.1f} ms (client or --max-concurrency "
-                "saturated); use the *_from_schedule latencies"
-            )
-    if slo:
-        ok = [m for _, m in good if all((v := m.latency(k)) is not None and v <= limit for k, limit in slo.items())]
-        out["slo"] = {k: v * 1e3 for k, v in slo.items()}
-        out["goodput"] = len(ok) / window if window > 0 else None
-        out["good_fraction"] = len(ok) / len(pairs)
-    scored = [m.scores for _, m in good if m.scores is not None]
-    # records without a usable reference are left out of accuracy and said so; scorer failures are counted
-    out["accuracy_records"] = {
-        **{state: sum(m.reference_state == state for _, m in good) for state in REFERENCE_STATES},
-        "scorer_failed": sum(m.scorer_error is not None for _, m in good),
-    }
-    if scored:
-        out["accuracy"] = mean_scores(scored)
-        out["accuracy_n"] = len(scored)
-        pairs_scored = [m.scored_texts for _, m in good if m.scored_texts is not None]
-        out["accuracy"].update(corpus_scores([p for p, _ in pairs_scored], [r for _, r in pairs_scored]))
-    return out

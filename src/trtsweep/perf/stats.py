@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,13 +29,12 @@ def percentile(ordered: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def _binom_pmf(n: int, q: float) -> list[float]:
-    # log-space so large n does not overflow
-    logs = [
-        math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * math.log(q) + (n - k) * math.log1p(-q)
-        for k in range(n + 1)
-    ]
-    return [math.exp(v) for v in logs]
+def _binom_pmf(n: int, q: float) -> Callable[[int], float]:
+    """P(B = k) for B ~ Binomial(n, q), in log space so large n does not overflow; evaluated only where the
+    interval search looks (about sqrt(n) ranks around n*q), never for all n + 1."""
+    base = math.lgamma(n + 1)
+    log_q, log_1q = math.log(q), math.log1p(-q)
+    return lambda k: math.exp(base - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_q + (n - k) * log_1q)
 
 
 def quantile_ci(ordered: Sequence[float], q: float) -> tuple[float, float] | None:
@@ -43,12 +42,12 @@ def quantile_ci(ordered: Sequence[float], q: float) -> tuple[float, float] | Non
     n = len(ordered)
     pmf = _binom_pmf(n, q)
     lo = hi = min(max(round(n * q), 0), n)
-    mass = pmf[lo]
+    mass = pmf(lo)
     while mass < CONFIDENCE:
         if lo == 0 and hi == n:
             return None
-        left = pmf[lo - 1] if lo > 0 else -1.0
-        right = pmf[hi + 1] if hi < n else -1.0
+        left = pmf(lo - 1) if lo > 0 else -1.0
+        right = pmf(hi + 1) if hi < n else -1.0
         if left >= right:
             lo -= 1
             mass += left

@@ -1,0 +1,80 @@
+"""Per-request records on disk, never in memory: llm-perf's memory stays flat however long a level runs.
+
+* `Spool`: while a level runs, each finished request is appended as one JSON line the moment it ends (and
+  flushed, so a killed client keeps what it measured up to that request); after the level, one pass reads
+  the requests back for their metrics, scores and the summary.
+* `RequestLog`: `<export>.requests.jsonl`, every request's row with its metrics (the rows of the profile
+  export), one line each, level after level; each level's byte range is kept so the profile export copies
+  the rows without parsing them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from trtsweep.perf.protocols.base import RequestResult
+
+
+class Spool:
+    """The raw results of the level being measured."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file = path.open("w", encoding="utf-8")
+        self.first_sent = 0  # the earliest send among the results so far (perf_counter ns; 0: none sent)
+
+    def add(self, result: RequestResult) -> None:
+        self.file.write(json.dumps(vars(result), ensure_ascii=False) + "\n")
+        self.file.flush()
+        if result.sent_ns and (not self.first_sent or result.sent_ns < self.first_sent):
+            self.first_sent = result.sent_ns
+
+    def results(self) -> Iterator[RequestResult]:
+        """The level's results in the order they finished (the spool is closed first)."""
+        self.file.close()
+        with self.path.open(encoding="utf-8") as handle:
+            for line in handle:
+                yield RequestResult(**json.loads(line))
+
+    def remove(self) -> None:
+        self.file.close()
+        self.path.unlink(missing_ok=True)
+
+
+class RequestLog:
+    """Every measured request's row, level after level (JSON lines)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file = path.open("wb")
+        self.ranges: list[tuple[int, int]] = []
+        self.start = 0
+
+    def begin(self) -> None:
+        self.start = self.file.tell()
+
+    def write(self, row: dict[str, Any]) -> None:
+        self.file.write((json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8"))
+
+    def end(self) -> None:
+        """Close the current level's range (its rows are flushed to disk)."""
+        self.file.flush()
+        self.ranges.append((self.start, self.file.tell()))
+
+    def lines(self, level: int) -> Iterator[str]:
+        """The JSON lines of one level (by index), without their newlines."""
+        start, end = self.ranges[level]
+        with self.path.open("rb") as handle:
+            handle.seek(start)
+            while handle.tell() < end:
+                yield handle.readline().decode("utf-8").rstrip("\n")
+
+    def rows(self, level: int) -> Iterator[dict[str, Any]]:
+        for line in self.lines(level):
+            yield json.loads(line)
+
+    def close(self) -> None:
+        self.file.close()
