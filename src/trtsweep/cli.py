@@ -45,6 +45,13 @@ def _report(args: argparse.Namespace) -> None:
         raise TrtsweepError(f"{len(not_ok)} point(s) not ok: {not_ok[0]}")
 
 
+def _handoff(args: argparse.Namespace) -> None:
+    from trtsweep.handoff import write_bundle
+
+    manifest = write_bundle(args.results_dir, args.point, args.out, image=args.image, base_dir=args.base_dir)
+    print(f"point {manifest['point']['id']} ({manifest['chosen']}) -> {args.out}/ (README.md says how to deploy it)")
+
+
 def _run(args: argparse.Namespace) -> None:
     """ansible-playbook with its plain output in a log file and a live view of the run on the terminal."""
     import os
@@ -105,6 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     report = sub.add_parser("report", help="print and write the report of a results/<sweep> directory")
     report.add_argument("results_dir", type=Path)
     report.set_defaults(func=_report)
+    handoff = sub.add_parser("handoff", help="one point of a sweep as a bundle operations can deploy")
+    handoff.add_argument("results_dir", type=Path, help="results/<sweep>")
+    handoff.add_argument("--point", default="best", help="point id, or best (default)")
+    handoff.add_argument("--out", type=Path, required=True, help="the bundle's directory")
+    handoff.add_argument("--image", help="Triton container image (default: the point's trtllm.container_image)")
+    handoff.add_argument("--base-dir", type=Path, default=Path.cwd(), help="where the sweep's relative paths start")
+    handoff.set_defaults(func=_handoff)
     run = sub.add_parser("run", help="ansible-playbook (args after --) with a compact live view of the sweep")
     run.add_argument("--log", type=Path, help="where ansible-playbook's plain output goes (default: a temp file)")
     run.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")

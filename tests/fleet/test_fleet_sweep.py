@@ -240,3 +240,53 @@ def test_fleet_sweep_packs_isolates_failures_survives_a_lost_host_and_resumes(te
     final = records(results)
     assert all(r["status"] == "ok" for r in final.values()), {k: r["status"] for k, r in final.items()}
     assert {final[r["point"]]["run_id"] for r in packed} == {plan["run_id"]}  # kept from the first run
+
+
+def handoff_playbook(fleet: dict, bundle: Path, host: str) -> subprocess.CompletedProcess:
+    argv = [ansible_bin("ansible-playbook"), "playbooks/handoff.yml", "-i", str(fleet["inventory"]),
+            "-e", f"@{fleet['extravars']}", "-e", f"handoff_bundle={bundle}",
+            "-e", f"handoff_hosts={host}"]  # fmt: skip
+    env = ansible_env({"ANSIBLE_STDOUT_CALLBACK": "default"})
+    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+
+
+@pytest.mark.timeout(1800)
+def test_the_best_point_is_handed_off_deployed_to_a_host_and_passes_its_smoke_test(testbed, fleet, tmp_path):
+    results = fleet["results"]
+    if not any(r["status"] == "ok" for r in records(results).values()):  # run alone: one point, on h3
+        only = playbook(fleet["inventory"], fleet["extravars"], "-e", f"trtsweep_only={POINT.format('smol', 'int8')}")
+        assert only.returncode == 0, only.stdout[-5000:]
+    bundle = tmp_path / "bundle"
+    made = subprocess.run([sys.executable, "-m", "trtsweep.cli", "handoff", str(results), "--out", str(bundle),
+                           "--image", "nvcr.io/nvidia/tritonserver:25.01-py3", "--base-dir", str(ROOT)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    manifest = json.loads((bundle / "bundle.json").read_text())
+    host = testbed.host("h3")
+    state_file = host.work_dir / "handoff" / manifest["name"] / "triton_server.json"
+    try:
+        first = handoff_playbook(fleet, bundle, "h3")
+        assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-2000:]
+        assert "smoke test 4/4 ok" in first.stdout
+        server = ServerState.load(state_file)
+        # the deployment outlives the play (no lease) and answers on the bundle's ports inside h3
+        probe = [
+            "ip",
+            "netns",
+            "exec",
+            host.namespace,
+            sys.executable,
+            "-c",
+            "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/v2/health/ready', timeout=5)",
+        ]
+        assert subprocess.run(probe, check=False).returncode == 0 and start_ticks(server.pid) == server.start_ticks
+        second = handoff_playbook(fleet, bundle, "h3")
+        assert second.returncode == 0, second.stdout[-6000:]
+        recap = next(line for line in second.stdout.splitlines() if line.startswith("h3 "))
+        assert " changed=0 " in recap, recap  # idempotent: the same server adopted, nothing rewritten
+        assert ServerState.load(state_file).pid == server.pid
+    finally:
+        if state_file.exists():
+            from trtsweep.serve.server import stop
+
+            stop(ServerState.load(state_file), wait_ports=False)

@@ -113,7 +113,7 @@ def strip_server_id(argv: list[str]) -> list[str]:
     return [SHM_PREFIX.sub(rf"\g<1>{port}\g<3>", arg) for arg in argv if not arg.startswith("--id=")]
 
 
-def _rank_args(spec: ServerSpec, rank: int, server_id: str | None) -> list[str]:
+def rank_args(spec: ServerSpec, rank: int, server_id: str | None) -> list[str]:
     """tritonserver arguments of one rank (as TRT-LLM's launch_triton_server.py arranges them)."""
     args = [
         f"--model-repository={spec.model_repository}",
@@ -134,6 +134,18 @@ def _rank_args(spec: ServerSpec, rank: int, server_id: str | None) -> list[str]:
     if rank > 0:  # followers load only the TRT-LLM model(s) and block in its initialization
         args += ["--model-control-mode=explicit", *(f"--load-model={name}" for name in spec.leader_models)]
     return args + spec.extra_args
+
+
+def launch_argv(
+    spec: ServerSpec, binary: str, server_id: str | None = None, extra: list[str] | None = None
+) -> list[str]:
+    """tritonserver for one rank, or one per rank under mpirun (TP x PP > 1)."""
+    if spec.world_size == 1:
+        return [binary, *rank_args(spec, 0, server_id), *(extra or [])]
+    argv = [spec.mpirun, "--allow-run-as-root"]
+    for rank in range(spec.world_size):
+        argv += ["-n", "1", binary, *rank_args(spec, rank, server_id), ":"]
+    return argv
 
 
 def _check_spec(spec: ServerSpec) -> None:
@@ -181,12 +193,7 @@ def build_command(spec: ServerSpec, server_id: str | None = None) -> tuple[list[
         runtime = LocalRuntime.discover()
         binary, env = str(runtime.binary), runtime.environment(env)
         extra = [f"--backend-directory={runtime.backend_directory(spec.cache_dir)}"]
-    if spec.world_size == 1:
-        argv = [binary, *_rank_args(spec, 0, server_id), *extra]
-    else:
-        argv = [spec.mpirun, "--allow-run-as-root"]
-        for rank in range(spec.world_size):
-            argv += ["-n", "1", binary, *_rank_args(spec, rank, server_id), ":"]
+    argv = launch_argv(spec, binary, server_id, extra)
     if spec.runtime == "container":
         argv = _in_container(spec, argv)
     return argv, env
@@ -198,7 +205,12 @@ def _in_container(spec: ServerSpec, inner: list[str]) -> list[str]:
         raise TrtsweepError("the container runtime needs a container image (triton_serve_container_image)")
     # the repository, what its config.pbtxt files point at (tokenizer, engine) and what their links need
     volumes = container_volumes([spec.model_repository, *repository_paths(spec.model_repository), *c.mounts])
-    ids = devices(spec.visible_devices)
+    return docker_run(c, spec.visible_devices, volumes, inner)
+
+
+def docker_run(c: ContainerSpec, visible_devices: str | None, volumes: list[str], inner: list[str]) -> list[str]:
+    """`docker run` of the Triton image: host network and IPC, the GPUs, the volumes, then `inner`."""
+    ids = devices(visible_devices)
     # docker reads --gpus as one CSV record: the quotes keep "device=0,1" one field (docker run --gpus '"device=0,1"')
     gpus = c.gpus if ids is None else f'"device={",".join(ids)}"'
     return [
