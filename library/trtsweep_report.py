@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: trtsweep_report
-short_description: Write report.csv / report.md for a results/<sweep> directory and return the table
+short_description: Write the sweep report (report.html, results.csv/json, report.md/csv) and return the verdict
 description:
   - Collects every point's C(llm_perf.summary.json) under C(results_dir) into one table.
   - Given this run's O(plan), first marks the points it planned but never finished as lost, with the reason
@@ -15,6 +15,11 @@ description:
 options:
   results_dir: {type: path, required: true, description: "results/<sweep> directory on the controller."}
   plan: {type: dict, description: "This run's plan (result of trtsweep_plan)."}
+  slo:
+    type: dict
+    description:
+      - The sweep's C(slo) mapping (see src/trtsweep/verdict.py); kept in C(results_dir)/slo.json for later
+        reports. Without it, an earlier run's slo.json is used.
 attributes:
   check_mode: {support: none}
 """
@@ -31,6 +36,9 @@ table: {description: The console table., returned: success, type: str}
 rows: {description: One row per point and concurrency level., returned: success, type: list, elements: dict}
 not_ok: {description: "One line per failed or lost point: status, host, stage, cause.", returned: success, type: list,
   elements: str}
+verdict: {description: "The best configuration under the SLOs, then why each other one is not it.", returned: success,
+  type: list, elements: str}
+html: {description: The report page (report.html)., returned: success, type: str}
 """
 
 from pathlib import Path
@@ -40,12 +48,20 @@ from ansible.module_utils.trtsweep_common import require_trtsweep, run_or_fail
 
 
 def main():
-    module = AnsibleModule(argument_spec={"results_dir": {"type": "path", "required": True}, "plan": {"type": "dict"}})
+    module = AnsibleModule(
+        argument_spec={
+            "results_dir": {"type": "path", "required": True},
+            "plan": {"type": "dict"},
+            "slo": {"type": "dict"},
+        }
+    )
     require_trtsweep(module)
     from trtsweep.report import write
 
-    text, rows, not_ok = run_or_fail(module, write, Path(module.params["results_dir"]), module.params["plan"])
-    module.exit_json(changed=True, table=text, rows=rows, not_ok=not_ok)
+    params = module.params
+    report = run_or_fail(module, write, Path(params["results_dir"]), params["plan"], params["slo"])
+    module.exit_json(changed=True, table=report.text, rows=report.rows, not_ok=report.not_ok,
+                     verdict=report.verdict, html=str(report.html))  # fmt: skip
 
 
 if __name__ == "__main__":

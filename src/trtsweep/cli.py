@@ -39,8 +39,8 @@ def _plan(args: argparse.Namespace) -> None:
 def _report(args: argparse.Namespace) -> None:
     from trtsweep.report import write
 
-    text, _, not_ok = write(args.results_dir)
-    print(text)
+    text, _, not_ok, answer, page = write(args.results_dir)
+    print(f"{text}\n\n" + "\n".join(answer) + f"\nreport: {page}")
     if not_ok:
         raise TrtsweepError(f"{len(not_ok)} point(s) not ok: {not_ok[0]}")
 

@@ -38,6 +38,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from trtsweep import verdict
 from trtsweep.build.precisions import KV_CACHE_DTYPES
 from trtsweep.build.precisions import PRECISIONS as TRTLLM_PRECISIONS
 from trtsweep.build.versions import FAMILIES, parse
@@ -62,7 +63,7 @@ TRTLLM_KEYS = {
 }
 PROTOCOLS = ("grpc", "http")
 AXES = ("models", "precisions", "parallelism", "max_batch_sizes", "lengths", "streaming")
-KNOWN = {"name", "backend", "trtllm", "triton", "benchmark", "placement", *AXES}
+KNOWN = {"name", "backend", "trtllm", "triton", "benchmark", "placement", "slo", *AXES}
 PLACEMENT_MODES = ("exclusive", "pack")
 PLACEMENT_KEYS = {"mode", "gpus_per_point", "gpu_type", "min_gpu_memory_gb", "weights"}
 BENCHMARK_KEYS = {
@@ -319,6 +320,7 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
     unknown = set(sweep) - KNOWN
     if unknown:
         raise TrtsweepError(f"sweep: unknown field(s) {sorted(unknown)}; known: {sorted(KNOWN)}")
+    verdict.check(sweep.get("slo"))  # the report judges by it: a bad SLO fails the plan, not the report
     name = sweep.get("name")
     if not isinstance(name, str) or not NAME.match(name):
         raise _fail("name", f"expected a name of letters, digits, '.', '_' or '-', got {name!r}")

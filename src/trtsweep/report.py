@@ -12,9 +12,9 @@ import csv
 import io
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from trtsweep import status
+from trtsweep import report_page, results_table, status, verdict
 from trtsweep.errors import TrtsweepError
 from trtsweep.fileio import atomic_write_text
 from trtsweep.perf.export import CSV_COLUMNS, headline, table
@@ -85,10 +85,26 @@ def status_lines(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def write(results_dir: Path, plan: dict[str, Any] | None = None) -> tuple[str, list[dict[str, Any]], list[str]]:
-    """Write report.csv and report.md into `results_dir`; return (console text, rows, points not ok)."""
+class Report(NamedTuple):
+    text: str  # the console tables and point lines
+    rows: list[dict[str, Any]]  # report.csv's rows
+    not_ok: list[str]  # one line per point not ok
+    verdict: list[str]  # the best configuration under the SLOs, and why not each other one
+    html: Path
+
+
+def write(results_dir: Path, plan: dict[str, Any] | None = None, slo: dict[str, Any] | None = None) -> Report:
+    """Write report.csv, report.md, results.csv, results.json and report.html into `results_dir`.
+
+    `slo` (the sweep's, validated) is kept in the directory (slo.json) so that a later `trtsweep report` judges
+    the same way."""
     if plan is not None:
         status.outcome(results_dir, plan["points"], plan["run_id"], lost_reasons(results_dir), last_stages(results_dir))
+    slo_file = results_dir / "slo.json"
+    if slo is not None:
+        atomic_write_text(slo_file, json.dumps(verdict.check(slo), indent=2) + "\n")
+    elif slo_file.is_file():
+        slo = verdict.check(json.loads(slo_file.read_text()))
     rows = collect(results_dir)
     records = statuses(results_dir)
     if not rows and not records:
@@ -104,10 +120,17 @@ def write(results_dir: Path, plan: dict[str, Any] | None = None) -> tuple[str, l
         sections.append(f"{point}\n{table(levels)}")
     points = status_lines(records)
     not_ok = [line for line, r in zip(points, records, strict=True) if r["status"] != "ok"]
+    full = results_table.collect(results_dir, slo)
+    results_table.write(results_dir, full)
+    judged = verdict.judge(full, slo or {})
+    lines = verdict.summary_lines(judged)
+    page = results_dir / "report.html"
+    atomic_write_text(page, report_page.render(results_dir.name, full, judged, records))
     text = "\n\n".join([*sections, "points:\n" + "\n".join(f"  {line}" for line in points)])
     legend = (
         "latencies in ms; TTFT = time to first token; ICL = inter-chunk latency (every gap, vLLM's ITL); "
         "TPOT = (E2E-TTFT)/(tokens-1) per request (AIPerf's ITL); tok/s over the benchmark window"
     )
-    atomic_write_text(results_dir / "report.md", f"# {results_dir.name}\n\n{legend}\n\n```\n{text}\n```\n")
-    return f"{text}\n\n{legend}", rows, not_ok
+    answer = "\n".join(lines)
+    atomic_write_text(results_dir / "report.md", f"# {results_dir.name}\n\n{answer}\n\n{legend}\n\n```\n{text}\n```\n")
+    return Report(f"{text}\n\n{legend}", rows, not_ok, lines, page)

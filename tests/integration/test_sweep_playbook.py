@@ -11,6 +11,7 @@ import ansible_runner
 import pytest
 
 from tests.conftest import ROOT, free_ports
+from tests.integration.report_browser import check_report_page
 
 NOT_CHANGED_ON_RERUN = (
     "Seed the bundled demo model into the offline cache",
@@ -63,8 +64,14 @@ def task_changes(runner: ansible_runner.Runner) -> dict[str, bool]:
 @pytest.mark.e2e
 @pytest.mark.timeout(2400)  # the embedded sweep twice (plus a resume) on 2 CPU cores
 def test_embedded_sweep_runs_end_to_end_and_reruns_without_changes(tmp_path):
-    run_ok(tmp_path)
+    first = run_ok(tmp_path)
     results = tmp_path / "results" / "smollm2-cpu-demo"
+    # the answer under the embedded sweep's SLOs: int8 is faster here but far less accurate than float32
+    text = stdout(first)
+    assert "best under the SLOs: smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream" in text, text[-4000:]
+    assert "smollm2-135m_int8_tp1pp1_bs4_isl1024osl128_stream: misses rougeL" in text
+    assert f"report: {results / 'report.html'}" in text
+    print(f"report screenshot: {check_report_page(results, tmp_path)}")
     for precision in ("float32", "int8"):  # the embedded sweep compares precisions
         point = f"smollm2-135m_{precision}_tp1pp1_bs4_isl1024osl128_stream"
         files = {p.name for p in (results / point).iterdir()}

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from trtsweep import fleet, planning
+from trtsweep import fleet, planning, verdict
 from trtsweep.perf.cli import parser as llm_perf_parser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,12 +88,15 @@ def _yaml(path: Path) -> Any:
 
 
 def _tasks(tasks: list[dict[str, Any]], scope: dict[str, Any]) -> Any:
-    """Every task, blocks flattened, with the variables of the blocks around it."""
+    """Every task, blocks flattened and task files included (include_tasks beside run_point.yml), with the
+    variables of the blocks around it."""
     for task in tasks:
         if "block" in task:
             inner = {**scope, **(task.get("vars") or {})}
             for key in ("block", "rescue", "always"):
                 yield from _tasks(task.get(key) or [], inner)
+        elif "ansible.builtin.include_tasks" in task:
+            yield from _tasks(_yaml(RUN_POINT.parent / str(task["ansible.builtin.include_tasks"])), scope)
         else:
             yield task, scope
 
@@ -262,7 +265,27 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
     assert set(planning.BENCHMARK_KEYS) == walked["benchmark"], "walk every benchmark key"
     assert set(planning.TRTLLM_KEYS) == walked["trtllm"], "walk every trtllm key"
     assert set(planning.PLACEMENT_KEYS) == walked["placement"], "walk every placement key"
-    assert set(planning.KNOWN) == {*top, "benchmark", "trtllm", "placement"}, "walk every top-level field"
+    assert set(planning.KNOWN) == {*top, "benchmark", "trtllm", "placement", "slo"}, "walk every top-level field"
+
+    # slo: the report play hands the sweep's to the report, and each key alone can fail a row that meets the rest
+    report_play = next(p for p in yaml.safe_load((ROOT / "sweep.yml").read_text()) if p["name"] == "Report")
+    report_task = next(t for t in report_play["tasks"] if "trtsweep_report" in t)
+    assert "trtsweep_loaded.sweep.slo" in report_task["trtsweep_report"]["slo"]
+    measured = {"point": "p", "model": "m", "precision": "int8", "concurrency": 1, "gpus": 1, "rougeL": 0.2,
+                "rouge1": 0.45, "output_tok_s_per_gpu": 10.0, "ttft_p99_ms": 500.0, "tpot_p99_ms": 50.0,
+                "e2e_p99_ms": 5000.0, "success_rate": 0.9}  # fmt: skip
+    reference = {**measured, "point": "ref", "precision": "float16", "rougeL": 0.5, "rouge1": 0.5}
+    # key -> (an SLO with it the row misses, the same SLO the row meets without it)
+    slo_walk = {"ttft_p99_ms": ({"ttft_p99_ms": 100}, {}), "tpot_p99_ms": ({"tpot_p99_ms": 10}, {}),
+                "e2e_p99_ms": ({"e2e_p99_ms": 1000}, {}), "min_success_rate": ({"min_success_rate": 0.99}, {}),
+                "max_accuracy_drop": ({"max_accuracy_drop": 0.1}, {}), "min_accuracy": ({"min_accuracy": 0.3}, {}),
+                "accuracy_metric": ({"min_accuracy": 0.3},
+                                    {"min_accuracy": 0.3, "accuracy_metric": "rouge1"})}  # fmt: skip
+    assert set(slo_walk) == verdict.KEYS, "walk every slo key"
+    for key, (missing, meeting) in slo_walk.items():
+        rows = [measured, reference]
+        assert verdict.judge(rows, missing)["rows"][("p", 1)], f"slo.{key}: the verdict ignored it"
+        assert not verdict.judge(rows, meeting)["rows"][("p", 1)], f"slo.{key}: the verdict ignored it"
 
     dropped: list[str] = []
     base_point = planning.expand(trt_sweep())[0]

@@ -1,0 +1,255 @@
+"""`results/<sweep>/report.html`: one self-contained page (no script, no network: charts are matplotlib SVG inlined).
+
+Top to bottom: the verdict under the sweep's SLOs; the throughput-latency trade-off (output tok/s vs TTFT p99, a
+curve per configuration over its load levels) and the Pareto front; output tok/s per GPU per configuration;
+TTFT / TPOT / E2E percentiles per point and level; accuracy per precision against the sweep's highest precision;
+a comparison table (rows = concurrency, columns = configurations: QPS, output tok/s, TTFT avg and p99); every
+row of results.csv; the failures with stage and cause. Every number in a table carries its results.csv text in
+`data-value` (the same `results_table.cell`), so the page and the CSV cannot disagree.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from trtsweep.results_table import cell
+from trtsweep.verdict import summary_lines
+
+COMPARE = (("QPS", "request_throughput", 2), ("out tok/s", "output_token_throughput", 1),
+           ("TTFT avg ms", "ttft_mean_ms", 0), ("TTFT p99 ms", "ttft_p99_ms", 0))  # fmt: skip
+TABLE = (("point", "point", None), ("concurrency", "concurrency", None), ("GPUs", "gpus", None),
+         ("ok", "success_rate", 3), ("out tok/s", "output_token_throughput", 1),
+         ("out tok/s/GPU", "output_tok_s_per_gpu", 1), ("tok/s/user", "output_tok_s_per_user", 1),
+         ("goodput req/s", "goodput", 2), ("TTFT p50", "ttft_p50_ms", 0), ("TTFT p99", "ttft_p99_ms", 0),
+         ("TPOT p50", "tpot_p50_ms", 1), ("TPOT p99", "tpot_p99_ms", 1), ("E2E p99", "e2e_p99_ms", 0),
+         ("rougeL", "rougeL", 3), ("chrF", "chrf", 3), ("queue ms", "server_queue_ms", 2))  # fmt: skip
+STYLE = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1200px;
+       color: #1d232b; padding: 0 16px; }
+h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #d0d7de; }
+.verdict { background: #eef6ee; border: 1px solid #9ccc9c; padding: 10px 14px; border-radius: 6px; }
+.verdict.none { background: #fbeeee; border-color: #d99; }
+.verdict p { margin: 4px 0; } .verdict .best { font-weight: 600; }
+table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; }
+th, td { border: 1px solid #d0d7de; padding: 3px 7px; text-align: right; }
+th { background: #f3f5f7; } td.text { text-align: left; }
+tr.best td { background: #eef6ee; } td.miss { color: #b42318; }
+.charts { display: flex; flex-wrap: wrap; gap: 12px; } .charts figure { margin: 0; }
+figcaption { color: #57606a; font-size: 12px; max-width: 560px; }
+.muted { color: #57606a; } .scroll { overflow-x: auto; }
+"""
+
+
+def _svg(fig: Any) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg") :]
+
+
+def _figure(svg: str, caption: str) -> str:
+    return f"<figure>{svg}<figcaption>{html.escape(caption)}</figcaption></figure>"
+
+
+def _by_point(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(row["point"], []).append(row)
+    return out
+
+
+def _label(point: str) -> str:
+    return point if len(point) <= 48 else point[:45] + "..."
+
+
+def _tradeoff(rows: Sequence[dict[str, Any]]) -> str:
+    fig, ax = plt.subplots(figsize=(6.2, 4.0))
+    for point, mine in _by_point(rows).items():
+        mine = [r for r in mine if r["ttft_p99_ms"] is not None and r["output_token_throughput"] is not None]
+        ax.plot([r["ttft_p99_ms"] for r in mine], [r["output_token_throughput"] for r in mine], marker="o",
+                label=_label(point))  # fmt: skip
+        for r in mine:
+            ax.annotate(f"c={r['concurrency']}", (r["ttft_p99_ms"], r["output_token_throughput"]), fontsize=7,
+                        xytext=(4, 3), textcoords="offset points")  # fmt: skip
+    ax.set_xlabel("TTFT p99 (ms)")
+    ax.set_ylabel("output tokens/s")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _svg(fig)
+
+
+def pareto(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows no other row beats on both TTFT p99 (lower) and output tok/s per GPU (higher), by TTFT p99."""
+    known = [r for r in rows if r["ttft_p99_ms"] is not None and r["output_tok_s_per_gpu"] is not None]
+    front = [
+        r for r in known
+        if not any(o["ttft_p99_ms"] <= r["ttft_p99_ms"] and o["output_tok_s_per_gpu"] >= r["output_tok_s_per_gpu"]
+                   and (o["ttft_p99_ms"], o["output_tok_s_per_gpu"]) != (r["ttft_p99_ms"], r["output_tok_s_per_gpu"])
+                   for o in known)
+    ]  # fmt: skip
+    return sorted(front, key=lambda r: r["ttft_p99_ms"])
+
+
+def _pareto_chart(rows: Sequence[dict[str, Any]]) -> str:
+    fig, ax = plt.subplots(figsize=(6.2, 4.0))
+    for point, mine in _by_point(rows).items():
+        mine = [r for r in mine if r["ttft_p99_ms"] is not None and r["output_tok_s_per_gpu"] is not None]
+        ax.scatter([r["ttft_p99_ms"] for r in mine], [r["output_tok_s_per_gpu"] for r in mine], label=_label(point))
+    front = pareto(rows)
+    ax.step([r["ttft_p99_ms"] for r in front], [r["output_tok_s_per_gpu"] for r in front], where="post", color="k",
+            linestyle="--", label="Pareto front")  # fmt: skip
+    ax.set_xlabel("TTFT p99 (ms)")
+    ax.set_ylabel("output tokens/s per GPU")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _svg(fig)
+
+
+def _per_gpu(rows: Sequence[dict[str, Any]]) -> str:
+    points = _by_point(rows)
+    best = [max((r["output_tok_s_per_gpu"] or 0.0) for r in mine) for mine in points.values()]
+    fig, ax = plt.subplots(figsize=(6.2, 0.6 + 0.45 * len(points)))
+    ax.barh([_label(p) for p in points], best, color="#4c72b0")
+    ax.invert_yaxis()
+    ax.set_xlabel("best output tokens/s per GPU (any load level)")
+    ax.tick_params(axis="y", labelsize=7)
+    ax.grid(axis="x", alpha=0.3)
+    return _svg(fig)
+
+
+def _latencies(rows: Sequence[dict[str, Any]]) -> str:
+    fig, axes = plt.subplots(1, 3, figsize=(12.4, 3.6))
+    for ax, (name, metric) in zip(axes, (("TTFT", "ttft"), ("TPOT", "tpot"), ("E2E", "e2e")), strict=True):
+        for point, mine in _by_point(rows).items():
+            conc = [r["concurrency"] for r in mine]
+            (line,) = ax.plot(conc, [r[f"{metric}_p50_ms"] for r in mine], marker="o", label=f"{_label(point)} p50")
+            ax.plot(conc, [r[f"{metric}_p99_ms"] for r in mine], marker="^", linestyle="--", color=line.get_color(),
+                    label=f"{_label(point)} p99")  # fmt: skip
+        ax.set_title(f"{name} (ms)")
+        ax.set_xlabel("concurrency")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=6)
+    return _svg(fig)
+
+
+def _accuracy(rows: Sequence[dict[str, Any]], metric: str) -> str:
+    points = _by_point(rows)
+    values = [
+        sum(r[metric] for r in mine if r[metric] is not None) / max(1, sum(r[metric] is not None for r in mine))
+        for mine in points.values()
+    ]
+    precisions = [mine[0]["precision"] for mine in points.values()]
+    fig, ax = plt.subplots(figsize=(6.2, 0.6 + 0.45 * len(points)))
+    ax.barh([f"{_label(p)} ({prec})" for p, prec in zip(points, precisions, strict=True)], values, color="#55a868")
+    if values:
+        ax.axvline(max(values), color="k", linestyle=":", linewidth=1)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"{metric} (mean over load levels)")
+    ax.tick_params(axis="y", labelsize=7)
+    ax.grid(axis="x", alpha=0.3)
+    return _svg(fig)
+
+
+def _td(row: dict[str, Any], column: str, digits: int | None, extra: str = "") -> str:
+    value = row.get(column)
+    shown = "-" if value is None else (f"{value:.{digits}f}" if digits is not None and isinstance(value, float)
+                                       else str(value))  # fmt: skip
+    css = "text" if digits is None and isinstance(value, str) else ""
+    where = f'data-point="{html.escape(row["point"])}" data-concurrency="{row["concurrency"]}" data-column="{column}"'
+    return f'<td class="{css} {extra}" {where} data-value="{html.escape(cell(value))}">{html.escape(shown)}</td>'
+
+
+def _comparison(rows: Sequence[dict[str, Any]]) -> str:
+    points = _by_point(rows)
+    head = "".join(f'<th colspan="{len(COMPARE)}">{html.escape(_label(p))}</th>' for p in points)
+    sub = "".join(f"<th>{name}</th>" for _ in points for name, _, _ in COMPARE)
+    body = []
+    for conc in sorted({r["concurrency"] for r in rows}):
+        cells = []
+        for mine in points.values():
+            row = next((r for r in mine if r["concurrency"] == conc), None)
+            cells += [_td(row, col, d) if row else "<td>-</td>" for _, col, d in COMPARE]
+        body.append(f"<tr><th>{conc}</th>{''.join(cells)}</tr>")
+    return (f'<table class="compare"><tr><th rowspan="2">concurrency</th>{head}</tr><tr>{sub}</tr>'
+            f"{''.join(body)}</table>")  # fmt: skip
+
+
+def _results(rows: Sequence[dict[str, Any]], verdict: dict[str, Any]) -> str:
+    best = verdict.get("best")
+    head = "".join(f"<th>{name}</th>" for name, _, _ in TABLE) + "<th>SLOs missed</th>"
+    body = []
+    for row in rows:
+        missed = verdict["rows"].get((row["point"], row["concurrency"]), [])
+        css = (
+            ' class="best"'
+            if best is not None and (row["point"], row["concurrency"]) == (best["point"], best["concurrency"])
+            else ""
+        )
+        cells = "".join(_td(row, col, d) for _, col, d in TABLE)
+        slo = html.escape("; ".join(missed)) if missed else ("met" if verdict["slo"] else "-")
+        body.append(f'<tr{css}>{cells}<td class="text{" miss" if missed else ""}">{slo}</td></tr>')
+    return f'<div class="scroll"><table class="results"><tr>{head}</tr>{"".join(body)}</table></div>'
+
+
+def _failures(records: Sequence[dict[str, Any]]) -> str:
+    bad = [r for r in records if r.get("status") != "ok"]
+    if not bad:
+        return '<p class="muted">none: every point finished ok</p>'
+    fields = ("point", "status", "stage", "host", "cause")
+    rows = "".join(
+        "<tr>" + "".join(f'<td class="text">{html.escape(str(r.get(f)))}</td>' for f in fields) + "</tr>" for r in bad
+    )
+    head = "".join(f"<th>{f}</th>" for f in fields)
+    return f'<table class="failures"><tr>{head}</tr>{rows}</table>'
+
+
+def render(
+    name: str, rows: Sequence[dict[str, Any]], verdict: dict[str, Any], records: Sequence[dict[str, Any]]
+) -> str:
+    lines = summary_lines(verdict)
+    css = "verdict" if verdict.get("best") else "verdict none"
+    slo = ", ".join(f"{k} {v}" for k, v in verdict["slo"].items()) or "none given (add slo: to the sweep file)"
+    verdict_html = (
+        f'<div class="{css}"><p class="best">{html.escape(lines[0])}</p>'
+        + "".join(f"<p>{html.escape(line)}</p>" for line in lines[1:])
+        + f'<p class="muted">SLOs: {html.escape(slo)}</p></div>'
+    )
+    charts = ""
+    if rows:
+        metric = verdict["slo"].get("accuracy_metric", "rougeL")
+        charts = (
+            '<h2>Throughput vs latency</h2><div class="charts">'
+            + _figure(_tradeoff(rows), "Output tokens/s against TTFT p99, one curve per configuration over its load "
+                      "levels (c = concurrency): up and to the left is better.")
+            + _figure(_pareto_chart(rows), "Every (configuration, load level); the dashed line is the Pareto front "
+                      "(no other row has both lower TTFT p99 and more output tokens/s per GPU).")
+            + "</div><h2>Output per GPU</h2><div class=\"charts\">"
+            + _figure(_per_gpu(rows), "Best output tokens/s per GPU of each configuration.")
+            + _figure(_accuracy(rows, metric), f"{metric} per configuration (precision in brackets); the dotted "
+                      "line is the best one.")
+            + "</div><h2>Latency percentiles</h2>"
+            + _figure(_latencies(rows), "p50 (solid) and p99 (dashed) per configuration and concurrency.")
+        )  # fmt: skip
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>trtsweep report: {html.escape(name)}</title>
+<style>{STYLE}</style></head><body>
+<h1>trtsweep report: {html.escape(name)}</h1>
+<p class="muted">{len({r["point"] for r in rows})} configuration(s) measured, {len(records)} point(s) in the sweep;
+latencies in ms; TPOT = (E2E - TTFT) / (output tokens - 1); tok/s/user = 1000 / TPOT p50; numbers are those of
+results.csv.</p>
+<h2>Verdict</h2>{verdict_html}
+{charts}
+<h2>Side by side (rows: concurrency)</h2>{_comparison(rows) if rows else "<p>nothing measured</p>"}
+<h2>Every configuration and load level</h2>{_results(rows, verdict) if rows else "<p>nothing measured</p>"}
+<h2>Failures</h2>{_failures(records)}
+</body></html>
+"""

@@ -1,0 +1,152 @@
+"""`results/<sweep>/results.{csv,json}`: one row per (point, load level) with everything a comparison needs.
+
+Each row joins what the controller fetched for the point: its settings (`point.json`), where and with what it ran
+(`status.json`, `repository.json`, the server log's version line) and the level's summary
+(`llm_perf.summary.json`): every latency percentile, token throughput (total, per GPU, per user), success and
+errors by class, accuracy, the server's queue / compute time, and goodput under the sweep's SLOs (counted from
+the per-request rows, `llm_perf.requests.jsonl`). A value nobody measured is empty, never 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from trtsweep.fileio import atomic_write_text
+
+LATENCIES = ("ttft", "tpot", "icl", "e2e")
+STATS = ("mean", "p50", "p90", "p95", "p99")
+SETTINGS = ("model", "model_revision", "backend", "precision", "tp", "pp", "world_size", "max_batch_size",
+            "max_input_len", "max_output_len", "streaming", "protocol")  # fmt: skip
+WHERE = ("host", "gpus", "gpu_ids", "run_id", "settings_hash", "trtsweep", "trtsweep_build", "tensorrt_llm", "triton")
+LOAD = ("concurrency", "requests", "succeeded", "failed", "success_rate", "errors")
+THROUGHPUT = ("request_throughput", "output_token_throughput", "input_token_throughput", "output_tok_s_per_gpu",
+              "output_tok_s_per_user", "goodput", "good_fraction", "window_s")  # fmt: skip
+ACCURACY = ("rougeL", "rouge1", "rouge2", "bleu", "chrf", "exact", "contains", "corpus_bleu", "corpus_chrf")
+COLUMNS = ("point", *SETTINGS, *WHERE, *LOAD, *THROUGHPUT,
+           *(f"{m}_{s}_ms" for m in LATENCIES for s in STATS), *ACCURACY, "accuracy_n",
+           "server_queue_ms", "server_compute_ms")  # fmt: skip
+SLO_LATENCIES = {"ttft_p99_ms": "ttft_ms", "tpot_p99_ms": "tpot_ms", "e2e_p99_ms": "e2e_ms"}
+_VERSION = re.compile(r"^\|\s*server_version\s*\|\s*(\S+)", re.MULTILINE)
+
+
+def cell(value: Any) -> str:
+    """How a value is written in results.csv, and shown in the report's tables (the same text)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _triton_version(log: Path) -> str | None:
+    try:
+        with log.open(encoding="utf-8", errors="replace") as handle:
+            match = _VERSION.search(handle.read(200_000))
+    except OSError:
+        return None
+    return match.group(1) if match else None
+
+
+def _good(requests_file: Path, level: int, slo: dict[str, float]) -> int | None:
+    """Measured requests of a level that succeeded within every latency SLO (None without the request rows)."""
+    limits = {column: slo[key] for key, column in SLO_LATENCIES.items() if key in slo}
+    if not requests_file.is_file():
+        return None
+    good = 0
+    with requests_file.open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            if row.get("level") != level or row.get("warmup") or row.get("error"):
+                continue
+            good += all(row.get(column) is not None and row[column] <= limit for column, limit in limits.items())
+    return good
+
+
+def _point_columns(point_dir: Path, point: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    repo = _read(point_dir / "repository.json") or {}
+    gpus = status.get("gpus") or []
+    built = status.get("trtsweep") or {}
+    return {
+        "point": point_dir.name,
+        "model": point.get("model", {}).get("repo_id"),
+        "model_revision": repo.get("model_revision") or point.get("model", {}).get("revision"),
+        **{key: point.get(key) for key in SETTINGS if key not in ("model", "model_revision", "protocol")},
+        "protocol": point.get("benchmark", {}).get("protocol"),
+        "host": status.get("host"),
+        "gpus": len(gpus),
+        "gpu_ids": ",".join(str(g) for g in gpus),
+        "run_id": status.get("run_id"),
+        "settings_hash": status.get("settings_hash"),
+        "trtsweep": built.get("version"),
+        "trtsweep_build": built.get("build"),
+        "tensorrt_llm": (point.get("trtllm") or {}).get("version"),
+        "triton": _triton_version(point_dir / "triton_server.log"),
+    }
+
+
+def _level_columns(summary: dict[str, Any], gpus: int) -> dict[str, Any]:
+    requests = summary.get("requests") or 0
+    out: dict[str, Any] = {key: summary.get(key) for key in ("requests", "succeeded", "failed", *THROUGHPUT[:3])}
+    out["window_s"] = summary.get("window_s")
+    out["success_rate"] = summary.get("succeeded", 0) / requests if requests else None
+    out["errors"] = ";".join(f"{k}={v}" for k, v in sorted((summary.get("errors") or {}).items()))
+    tok_s = summary.get("output_token_throughput")
+    out["output_tok_s_per_gpu"] = tok_s / max(gpus, 1) if tok_s is not None else None
+    tpot = (summary.get("tpot_ms") or {}).get("p50")
+    out["output_tok_s_per_user"] = 1000.0 / tpot if tpot else None
+    for metric in LATENCIES:
+        stats = summary.get(f"{metric}_ms") or {}
+        out.update({f"{metric}_{s}_ms": stats.get(s) for s in STATS})
+    accuracy = summary.get("accuracy") or {}
+    out.update({name: accuracy.get(name) for name in ACCURACY})
+    out["accuracy_n"] = summary.get("accuracy_n")
+    per_model = (summary.get("server_metrics") or {}).get("per_model") or {}
+    model = per_model.get("ensemble") or per_model.get("tensorrt_llm") or {}
+    out["server_queue_ms"] = model.get("queue_ms_per_request")
+    out["server_compute_ms"] = model.get("compute_ms_per_request")
+    return out
+
+
+def collect(results_dir: Path, slo: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One row per (point, level) of every point with a benchmark summary, by point id then concurrency."""
+    rows = []
+    for summary_file in sorted(results_dir.glob("*/llm_perf.summary.json")):
+        point_dir = summary_file.parent
+        data = _read(summary_file) or {}
+        point = _read(point_dir / "point.json") or {}
+        status = _read(point_dir / "status.json") or {}
+        base = _point_columns(point_dir, point, status)
+        for index, level in enumerate(data.get("levels", [])):
+            summary = level.get("summary", {})
+            row = {**base, "concurrency": level.get("concurrency"), **_level_columns(summary, base["gpus"])}
+            if slo and summary.get("window_s"):
+                good = _good(point_dir / "llm_perf.requests.jsonl", index, slo)
+                row["goodput"] = good / summary["window_s"] if good is not None else None
+                row["good_fraction"] = good / summary["requests"] if good is not None and summary["requests"] else None
+            rows.append({column: row.get(column) for column in COLUMNS})
+    return rows
+
+
+def write(results_dir: Path, rows: Iterable[dict[str, Any]]) -> None:
+    rows = list(rows)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(COLUMNS)
+    writer.writerows([cell(row[c]) for c in COLUMNS] for row in rows)
+    atomic_write_text(results_dir / "results.csv", buffer.getvalue())
+    atomic_write_text(results_dir / "results.json", json.dumps({"columns": COLUMNS, "rows": rows}, indent=1) + "\n")

@@ -1,0 +1,151 @@
+"""The sweep's answer under its SLOs: which configuration and load level to put in production, and why not the
+others.
+
+A sweep file may carry
+
+    slo:
+      ttft_p99_ms: 1000        # time to first token, 99th percentile
+      tpot_p99_ms: 100         # time per output token (AIPerf's ITL), 99th percentile
+      e2e_p99_ms: 20000        # end-to-end latency, 99th percentile
+      min_success_rate: 0.99   # succeeded / requests of the level
+      max_accuracy_drop: 0.05  # accuracy_metric may fall at most this far below the same model at the sweep's
+                               # highest precision (at the same concurrency)
+      min_accuracy: 0.2        # and never below this
+      accuracy_metric: rougeL  # default rougeL
+
+A (point, level) row meets the SLOs when every one holds (a number nobody measured does not meet its SLO). The
+best is the row with the highest output tok/s per GPU among those that meet them, ties broken by fewer GPUs,
+then lower TTFT p99. Every other configuration is told which SLO its best row misses (its best row: the one that
+misses the fewest SLOs, then the highest throughput). Goodput in results.csv counts the requests within the
+latency SLOs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trtsweep.errors import TrtsweepError
+
+LIMITS = {"ttft_p99_ms": "TTFT p99", "tpot_p99_ms": "TPOT p99", "e2e_p99_ms": "E2E p99"}
+KEYS = {*LIMITS, "min_success_rate", "max_accuracy_drop", "min_accuracy", "accuracy_metric"}
+ACCURACY_METRICS = ("rougeL", "rouge1", "rouge2", "bleu", "chrf", "exact", "contains", "corpus_bleu", "corpus_chrf")
+# higher = more precise: the reference of an accuracy drop is the model's most precise point
+PRECISION_RANK = {"float32": 9, "fp32": 9, "float16": 8, "bfloat16": 8, "fp16": 8, "bf16": 8, "fp8": 6, "int8": 5,
+                  "int8_sq": 5, "w8a8": 5, "int4_awq": 3, "w4a16": 3, "int4": 3, "w4a8_awq": 3, "nvfp4": 3}  # fmt: skip
+
+
+def check(slo: Any) -> dict[str, Any]:
+    """The sweep's `slo:` mapping, validated (TrtsweepError naming the field otherwise)."""
+    if slo is None:
+        return {}
+    if not isinstance(slo, dict):
+        raise TrtsweepError(f"sweep field 'slo': expected a mapping with keys from {sorted(KEYS)}")
+    unknown = set(slo) - KEYS
+    if unknown:
+        raise TrtsweepError(f"sweep field 'slo': unknown key(s) {sorted(unknown)}; known: {sorted(KEYS)}")
+    for key, value in slo.items():
+        if key == "accuracy_metric":
+            if value not in ACCURACY_METRICS:
+                raise TrtsweepError(
+                    f"sweep field 'slo.accuracy_metric': expected one of {ACCURACY_METRICS}, got {value!r}"
+                )
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise TrtsweepError(f"sweep field 'slo.{key}': expected a number >= 0, got {value!r}")
+        if key in ("min_success_rate", "min_accuracy", "max_accuracy_drop") and value > 1:
+            raise TrtsweepError(f"sweep field 'slo.{key}': expected a fraction in [0, 1], got {value!r}")
+    return dict(slo)
+
+
+def _references(rows: list[dict[str, Any]], metric: str) -> dict[tuple[str, Any], tuple[float, str]]:
+    """(model, concurrency) -> (accuracy, point) of the model's most precise point that measured it."""
+    best: dict[tuple[str, Any], tuple[int, float, str]] = {}
+    for row in rows:
+        value = row.get(metric)
+        if value is None:
+            continue
+        key, rank = (row["model"], row["concurrency"]), PRECISION_RANK.get(str(row.get("precision")), 0)
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, value, row["point"])
+    return {key: (value, point) for key, (_, value, point) in best.items()}
+
+
+def misses(row: dict[str, Any], slo: dict[str, Any], references: dict[tuple[str, Any], tuple[float, str]]) -> list[str]:
+    """Each SLO the row misses, as one phrase ("TTFT p99 1293.2 ms > 1000 ms")."""
+    out = []
+    for key, label in LIMITS.items():
+        if key in slo:
+            value = row.get(key)
+            if value is None or value > slo[key]:
+                out.append(f"{label} {_num(value)} ms > {slo[key]:g} ms")
+    if "min_success_rate" in slo:
+        rate = row.get("success_rate")
+        if rate is None or rate < slo["min_success_rate"]:
+            out.append(f"success rate {_num(rate, 3)} < {slo['min_success_rate']:g}")
+    metric = slo.get("accuracy_metric", "rougeL")
+    value = row.get(metric)
+    if "min_accuracy" in slo and (value is None or value < slo["min_accuracy"]):
+        out.append(f"{metric} {_num(value, 3)} < {slo['min_accuracy']:g}")
+    if "max_accuracy_drop" in slo:
+        reference = references.get((row["model"], row["concurrency"]))
+        if value is None or reference is None:
+            out.append(f"{metric} unknown: no accuracy to compare")
+        elif reference[0] - value > slo["max_accuracy_drop"]:
+            out.append(f"{metric} {value:.3f} is {reference[0] - value:.3f} below {reference[1]} "
+                       f"({reference[0]:.3f}; max drop {slo['max_accuracy_drop']:g})")  # fmt: skip
+    return out
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    return "unknown" if value is None else f"{value:.{digits}f}"
+
+
+def _rate(row: dict[str, Any]) -> float:
+    return row.get("output_tok_s_per_gpu") or 0.0
+
+
+def judge(rows: list[dict[str, Any]], slo: dict[str, Any]) -> dict[str, Any]:
+    """{"slo", "best": a row or None, "rows": {(point, concurrency): [misses]},
+    "configs": [{"point", "meets", "row", "misses"}]}"""
+    references = _references(rows, slo.get("accuracy_metric", "rougeL"))
+    judged = {(r["point"], r["concurrency"]): misses(r, slo, references) for r in rows}
+    passing = [r for r in rows if not judged[(r["point"], r["concurrency"])]]
+    order = lambda r: (-_rate(r), r.get("gpus") or 0, r.get("ttft_p99_ms") or float("inf"))  # noqa: E731
+    best = min(passing, key=order) if passing else None
+    configs = []
+    for point in dict.fromkeys(r["point"] for r in rows):
+        mine = [r for r in rows if r["point"] == point]
+        ok = [r for r in mine if not judged[(point, r["concurrency"])]]
+        chosen = (
+            min(ok, key=order) if ok else min(mine, key=lambda r: (len(judged[(point, r["concurrency"])]), *order(r)))
+        )
+        configs.append(
+            {"point": point, "meets": bool(ok), "row": chosen, "misses": judged[(point, chosen["concurrency"])]}
+        )
+    return {"slo": slo, "best": best, "rows": judged, "configs": configs}
+
+
+def summary_lines(verdict: dict[str, Any]) -> list[str]:
+    """The verdict in words: the best configuration and level, then why each other configuration is not it."""
+    best, lines = verdict["best"], []
+    if best is None:
+        lines.append("no configuration meets every SLO" if verdict["slo"] else "no configuration was measured")
+    else:
+        under = "under the SLOs" if verdict["slo"] else "(no SLOs given: highest output tok/s per GPU)"
+        gpus = f"{best['gpus']} GPU(s)" if best.get("gpus") else "no GPU: per host"
+        lines.append(f"best {under}: {best['point']} at concurrency {best['concurrency']}: "
+                     f"{_num(best['output_tok_s_per_gpu'])} output tok/s per GPU ({gpus}), "
+                     f"TTFT p99 {_num(best['ttft_p99_ms'])} ms")  # fmt: skip
+    for config in verdict["configs"]:
+        if best is not None and config["point"] == best["point"]:
+            continue
+        row = config["row"]
+        if config["meets"]:
+            meets = "meets the SLOs" if verdict["slo"] else "no SLOs"
+            lines.append(f"{config['point']}: {meets}, at most {_num(_rate(row))} output tok/s per GPU "
+                         f"(concurrency {row['concurrency']})")  # fmt: skip
+        else:
+            lines.append(
+                f"{config['point']}: misses {'; '.join(config['misses'])} (best: concurrency {row['concurrency']})"
+            )
+    return lines
