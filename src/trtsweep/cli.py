@@ -49,7 +49,9 @@ def _handoff(args: argparse.Namespace) -> None:
     from trtsweep.handoff import write_bundle
 
     manifest = write_bundle(args.results_dir, args.point, args.out, image=args.image, base_dir=args.base_dir)
-    print(f"point {manifest['point']['id']} ({manifest['chosen']}) -> {args.out}/ (README.md says how to deploy it)")
+    print(
+        f"point {manifest['point']['id']} -> {args.out}/ (README.md says how to deploy it)\nchosen {manifest['chosen']}"
+    )
 
 
 def _run(args: argparse.Namespace) -> None:

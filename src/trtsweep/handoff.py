@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from trtsweep import __version__
+from trtsweep import __version__, results_table, verdict
 from trtsweep.errors import TrtsweepError
 from trtsweep.fileio import atomic_write_text
 from trtsweep.serve.server import ContainerSpec, ServerSpec, docker_run, launch_argv
@@ -83,24 +83,18 @@ def _json(path: Path) -> Any:
         raise TrtsweepError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
 
 
-def _per_gpu(point_dir: Path) -> float:
-    """The point's best output tok/s per GPU over its levels (0 when it measured none)."""
-    summary = _json(point_dir / "llm_perf.summary.json")
-    gpus = max(1, len(_json(point_dir / "status.json").get("gpus") or []))
-    rates = [lv.get("summary", {}).get("output_token_throughput") or 0.0 for lv in summary.get("levels", [])]
-    return max(rates, default=0.0) / gpus
-
-
-def best_point(results_dir: Path) -> str:
-    """The ok point with the highest output tok/s per GPU at any of its load levels (ties: fewer GPUs, then id)."""
-    ok = []
-    for status_file in sorted(results_dir.glob("*/status.json")):
-        record = _json(status_file)
-        if record.get("status") == "ok" and (status_file.parent / "llm_perf.summary.json").is_file():
-            ok.append((-_per_gpu(status_file.parent), len(record.get("gpus") or []), status_file.parent.name))
-    if not ok:
-        raise TrtsweepError(f"{results_dir}: no point finished ok; nothing to hand off")
-    return min(ok)[2]
+def best_point(results_dir: Path) -> tuple[str, str]:
+    """(the point the report names best: highest output tok/s per GPU meeting the sweep's SLOs, kept in slo.json;
+    the report's sentence saying so). Only points that finished ok count."""
+    slo_file = results_dir / "slo.json"
+    slo = verdict.check(_json(slo_file)) if slo_file.is_file() else {}
+    ok = {p.parent.name for p in results_dir.glob("*/status.json") if _json(p).get("status") == "ok"}
+    rows = [r for r in results_table.collect(results_dir, slo) if r["point"] in ok]
+    judged = verdict.judge(rows, slo)
+    if judged["best"] is None:
+        reason = "no point finished ok" if not rows else "no point meets every SLO (see report.html)"
+        raise TrtsweepError(f"{results_dir}: {reason}; nothing to hand off (give --point to choose one)")
+    return judged["best"]["point"], verdict.summary_lines(judged)[0]
 
 
 def _templated(text: str, paths: dict[str, str]) -> str:
@@ -331,7 +325,7 @@ def _readme(manifest: dict[str, Any]) -> str:
     variables = "\n".join(f"- `{k}`: on the benchmark host it was `{v}`" for k, v in manifest["variables"].items())
     return f"""# Handoff: {manifest["name"]}
 
-Point `{p["id"]}` of sweep `{p["sweep"]}`, chosen {manifest["chosen"]}. Model `{p["model"]["repo_id"]}` at revision
+Point `{p["id"]}` of sweep `{p["sweep"]}`; chosen {manifest["chosen"]}. Model `{p["model"]["repo_id"]}` at revision
 `{manifest["model_revision"]}`, backend `{p["backend"]}`, precision `{p["precision"]}`, TP {p["tp"]} x PP {p["pp"]},
 max batch size {p["max_batch_size"]}, streaming {str(p["streaming"]).lower()}. TensorRT-LLM
 `{manifest["versions"]["tensorrt_llm"]}`, trtsweep `{manifest["versions"]["trtsweep"]}`. Everything below was
@@ -399,9 +393,9 @@ def write_bundle(
     results_dir: Path, point_id: str, out: Path, image: str | None = None, base_dir: Path | None = None
 ) -> dict[str, Any]:
     """Write the bundle of one point (`best` for the best one) into `out`; return its manifest."""
-    chosen = "by hand"
+    chosen = "by hand (--point)"
     if point_id == "best":
-        point_id, chosen = best_point(results_dir), "as the best point (highest output tok/s per GPU)"
+        point_id, chosen = best_point(results_dir)
     point_dir = results_dir / point_id
     status = _json(point_dir / "status.json")
     if status.get("status") != "ok":

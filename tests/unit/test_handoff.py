@@ -59,7 +59,7 @@ def test_best_is_the_highest_output_per_gpu_and_only_ok_points_count(tmp_path):
     results = _results(tmp_path, "p1", 900.0, 2)  # 450 per GPU
     _results(tmp_path, "p2", 500.0, 1)  # 500 per GPU: best
     _results(tmp_path, "p3", 9000.0, 1, status="failed")
-    assert best_point(results) == "p2"
+    assert best_point(results)[0] == "p2"
     with pytest.raises(TrtsweepError, match="status 'failed', not ok"):
         write_bundle(results, "p3", tmp_path / "b", base_dir=tmp_path)
 
