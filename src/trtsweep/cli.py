@@ -45,6 +45,15 @@ def _report(args: argparse.Namespace) -> None:
         raise TrtsweepError(f"{len(not_ok)} point(s) not ok: {not_ok[0]}")
 
 
+def _compare(args: argparse.Namespace) -> None:
+    from trtsweep.compare import compare, page, text
+    from trtsweep.fileio import atomic_write_text
+
+    result = compare(args.a, args.b)
+    atomic_write_text(args.out, page(result))
+    print(f"{text(result)}\npage: {args.out}")
+
+
 def _handoff(args: argparse.Namespace) -> None:
     from trtsweep.handoff import write_bundle
 
@@ -114,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     report = sub.add_parser("report", help="print and write the report of a results/<sweep> directory")
     report.add_argument("results_dir", type=Path)
     report.set_defaults(func=_report)
+    comp = sub.add_parser("compare", help="two sweeps' results side by side (e.g. two TensorRT-LLM versions)")
+    comp.add_argument("a", type=Path, help="results/<sweep a>")
+    comp.add_argument("b", type=Path, help="results/<sweep b>")
+    comp.add_argument("--out", type=Path, default=Path("compare.html"), help="the comparison page (compare.html)")
+    comp.set_defaults(func=_compare)
     handoff = sub.add_parser("handoff", help="one point of a sweep as a bundle operations can deploy")
     handoff.add_argument("results_dir", type=Path, help="results/<sweep>")
     handoff.add_argument("--point", default="best", help="point id, or best (default)")
