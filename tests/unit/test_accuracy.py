@@ -198,3 +198,16 @@ def test_nan_is_written_as_null():
 
     text = strict_json({"a": float("nan"), "b": [float("inf"), 1.5]}, indent=None)
     assert json.loads(text) == {"a": None, "b": [None, 1.5]}
+
+
+def test_many_pairs_are_scored_in_worker_processes_with_the_same_results(tmp_path):
+    (tmp_path / "ratio.py").write_text("def ratio(p, r):\n    return len(p) / max(1, len(r))\n")
+    scoring = acc.Scoring(f"{tmp_path / 'ratio.py'}:ratio", workers=2)
+    pairs = _random_pairs(acc.Scoring.PARALLEL_FROM)
+    try:
+        parallel = scoring.map(pairs)
+        assert scoring.pool is not None  # a level's many pairs went to the workers (each loaded the user scorer)
+    finally:
+        scoring.close()
+    assert parallel == [acc.score(p, r, scoring.user) for p, r in pairs]
+    assert all("user" in s.scores for s in parallel)

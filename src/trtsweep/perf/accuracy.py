@@ -31,12 +31,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
+import multiprocessing
 import os
 import re
 import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import NamedTuple
@@ -187,6 +189,46 @@ def score(pred: str, ref: str, user: Scorer | None = None) -> Scored:
         except ValueError as exc:
             error = str(exc)
     return Scored(scores, error, bleu_counts, chrf_counts)
+
+
+_WORKER_SCORER: list[Scorer | None] = [None]
+
+
+def _init_worker(spec: str | None) -> None:
+    _WORKER_SCORER[0] = load_scorer(spec) if spec else None
+
+
+def _score_chunk(pairs: list[tuple[str, str]]) -> list[Scored]:
+    return [score(pred, ref, _WORKER_SCORER[0]) for pred, ref in pairs]
+
+
+class Scoring:
+    """Scores a level's (prediction, reference) pairs: in this process for a few, in worker processes (one per
+    core, up to 8; spawned, never forked from a process with gRPC threads) for many, so a level of 100k requests
+    is scored in parallel. The pool is made once and reused by every level; `close()` ends it."""
+
+    PARALLEL_FROM = 2000
+
+    def __init__(self, spec: str | None, workers: int | None = None) -> None:
+        self.spec = spec
+        self.user = load_scorer(spec) if spec else None
+        self.workers = workers or min(os.cpu_count() or 1, 8)
+        self.pool: ProcessPoolExecutor | None = None
+
+    def map(self, pairs: list[tuple[str, str]]) -> list[Scored]:
+        if len(pairs) < self.PARALLEL_FROM or self.workers < 2:
+            return [score(pred, ref, self.user) for pred, ref in pairs]
+        if self.pool is None:
+            context = multiprocessing.get_context("spawn")
+            self.pool = ProcessPoolExecutor(self.workers, context, _init_worker, (self.spec,))
+        size = -(-len(pairs) // (self.workers * 4))
+        chunks = [pairs[i : i + size] for i in range(0, len(pairs), size)]
+        return [scored for part in self.pool.map(_score_chunk, chunks) for scored in part]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None
 
 
 def _import(module_name: str):  # type: ignore[no-untyped-def]

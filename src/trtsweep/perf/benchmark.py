@@ -6,6 +6,7 @@ This is the library entry point shared by the `llm-perf` CLI and the `trtsweep_l
 from __future__ import annotations
 
 import asyncio
+import itertools
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ import aiohttp
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf import export, server_metrics
-from trtsweep.perf.accuracy import load_scorer
+from trtsweep.perf.accuracy import Scoring, usable_reference
 from trtsweep.perf.dataset import Record, load_jsonl, synthetic
 from trtsweep.perf.metrics import LevelStats, TokenCount, request_metrics
 from trtsweep.perf.protocols import Endpoint, Protocol, make_protocol
@@ -29,6 +30,7 @@ from trtsweep.perf.spool import RequestLog, Spool
 from trtsweep.perf.stats import summarize
 
 DEFAULT_MAX_TOKENS = 128
+SCORE_BATCH = 8192  # requests read back from the spool and scored together (in parallel when many)
 IDENTIFIABLE = ("grpc", "http")  # protocols whose servers report an id in their metadata (Triton)
 IDENTITY_PHASES = {"before": "before the first request", "after": "after the last request"}
 
@@ -242,7 +244,7 @@ def run(
         raise TrtsweepError("give --input-data, or synthetic prompts (--synthetic-input-tokens) with --tokenizer-path")
     requests = prepare(records, config, tokenizer)
     count: TokenCount | None = tokenizer.count if tokenizer else None
-    scorer = load_scorer(config.scorer) if config.scorer else None
+    scorer = Scoring(config.scorer)
     levels = config.levels(len(requests) if config.num_requests is None else config.num_requests)
     reports: list[LevelReport] = []
     started = time.time()
@@ -254,6 +256,7 @@ def run(
         files = export.paths(Path(work.enter_context(tempfile.TemporaryDirectory(prefix="llm-perf-"))) / "run.json")
     log = RequestLog(files["requests"])
     work.callback(log.close)
+    work.callback(scorer.close)
     origin: list[int] = []  # the run's first send (perf_counter ns): the zero of every exported time
 
     def finish(
@@ -269,11 +272,16 @@ def run(
             origin.append(report.spool.first_sent)
         report.log, report.index = log, len(log.ranges)
         log.begin()
-        for r in report.spool.results():
-            request, record = requests[r.record_index], records[r.record_index]
-            m = request_metrics(r, request.prompt, record.reference, count, scorer)
-            stats.add(r, m)
-            log.write(export.request_row(report.index, r, m, request.max_tokens, origin[0] if origin else 0))
+        results = iter(report.spool.results())
+        while batch := list(itertools.islice(results, SCORE_BATCH)):
+            scoring = [i for i, r in enumerate(batch) if r.ok and usable_reference(records[r.record_index].reference)]
+            pairs = [(batch[i].text, str(records[batch[i].record_index].reference)) for i in scoring]
+            scored = dict(zip(scoring, scorer.map(pairs), strict=True))
+            for i, r in enumerate(batch):
+                request, record = requests[r.record_index], records[r.record_index]
+                m = request_metrics(r, request.prompt, record.reference, count, scored=scored.get(i))
+                stats.add(r, m)
+                log.write(export.request_row(report.index, r, m, request.max_tokens, origin[0] if origin else 0))
         log.end()
         report.spool.remove()
         report.summary = stats.summary()

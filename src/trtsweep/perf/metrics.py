@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trtsweep.perf.accuracy import Scorer, score, usable_reference
+from trtsweep.perf.accuracy import Scored, Scorer, score, usable_reference
 from trtsweep.perf.bleu_chrf import CorpusStats
 from trtsweep.perf.protocols.base import RequestResult
 from trtsweep.perf.stats import summarize
@@ -77,8 +77,15 @@ class RequestMetrics:
 
 
 def request_metrics(
-    result: RequestResult, prompt: str, reference: str | None, count: TokenCount | None, scorer: Scorer | None = None
+    result: RequestResult,
+    prompt: str,
+    reference: str | None,
+    count: TokenCount | None,
+    scorer: Scorer | None = None,
+    scored: Scored | None = None,
 ) -> RequestMetrics:
+    """The request's numbers; its scores are `scored` when the caller scored it already (in parallel), else
+    computed here."""
     if not result.ok:
         return RequestMetrics(None, None, None, [], None, None, None)
     text = result.text
@@ -101,7 +108,7 @@ def request_metrics(
         tpot = (e2e - ttft) / (out_tokens - 1)
     out = RequestMetrics(ttft, e2e, tpot, icl, in_tokens, out_tokens, None)
     if reference is not None and usable_reference(reference):
-        scored = score(text, reference, scorer)
+        scored = scored or score(text, reference, scorer)
         out.scores, out.scorer_error, out.corpus = scored.scores, scored.error, (scored.bleu, scored.chrf)
         out.reference_state = "scored"
     elif reference is not None:
