@@ -155,18 +155,15 @@ def main():
     from trtsweep.perf import export
 
     argv = command(module.params)
-    stdout = run_cli(module, argv)
+    stdout = run_cli(module, argv, ok=(0, 3))  # 3: a level measured nothing (said below, with the files)
     files = {k: str(v) for k, v in export.paths(Path(module.params["export_file"])).items()}
     with open(files["summary"], encoding="utf-8") as handle:
         levels = json.load(handle)["levels"]
     rows = [export.headline(level, level["summary"]) for level in levels]
     failed = sum(level["summary"].get("failed", 0) for level in levels)
-    empty = [level for level in levels if not level["summary"].get("succeeded")]
+    empty = export.unmeasured(levels)
     if empty:  # a level that measured nothing has no numbers: the point did not produce what it is for
-        level = empty[0]
-        errors = ", ".join(f"{n} {k}" for k, n in sorted(level["summary"].get("errors", {}).items())) or "no requests"
-        module.fail_json(msg=f"concurrency {level['concurrency']}: no request succeeded ({errors})", levels=rows,
-                         files=files, failed_requests=failed, details=stdout.strip(), cmd=argv)  # fmt: skip
+        module.fail_json(msg=empty, levels=rows, files=files, failed_requests=failed, details=stdout.strip(), cmd=argv)
     module.exit_json(changed=False, levels=rows, files=files, failed_requests=failed, table=stdout.strip(), cmd=argv)
 
 

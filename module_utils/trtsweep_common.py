@@ -39,10 +39,11 @@ def run_or_fail(module, func, *args, **kwargs):
         module.fail_json(msg=first, details=rest or None)
 
 
-def run_cli(module, argv):
-    """Run a trtsweep command line (a list, no shell); fail with its last error line. Returns stdout."""
+def run_cli(module, argv, ok=(0,)):
+    """Run a trtsweep command line (a list, no shell); fail with its last error line unless its exit status is
+    one of `ok`. Returns stdout."""
     rc, out, err = module.run_command(argv)
-    if rc != 0:
+    if rc not in ok:
         lines = [line for line in err.strip().splitlines() if line.strip()]
         module.fail_json(
             msg=lines[-1] if lines else f"{argv[2]} exited with status {rc}", rc=rc, cmd=argv, stderr_tail=lines[-20:]

@@ -275,7 +275,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\r{level.label}: {report.count}/{total} requests", end="", file=sys.stderr, flush=True)
 
     try:
-        run(config_from_args(args), on_level=show, on_result=progress if sys.stderr.isatty() else None)
+        reports = run(config_from_args(args), on_level=show, on_result=progress if sys.stderr.isatty() else None)
+        empty = export.unmeasured([{**export.level_info(r.level), "summary": r.summary} for r in reports])
+        if empty:
+            print(f"llm-perf: error: {empty}; what was measured is written", file=sys.stderr)
+            return 3
     except TrtsweepError as exc:
         print(f"llm-perf: error: {exc}", file=sys.stderr)
         return 2

@@ -74,6 +74,23 @@ def headline(level: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def unmeasured(levels: Sequence[dict[str, Any]]) -> str | None:
+    """ "concurrency 1: no request succeeded (1 timeout)" for the first level (as level_info writes it, with its
+    summary) where no request succeeded: it has no numbers, and a run that has one did not measure what it was
+    asked to (llm-perf exits 3; the sweep fails the point). None when every level measured something."""
+    for level in levels:
+        summary = level.get("summary") or {}
+        if not summary.get("succeeded"):
+            errors = ", ".join(f"{n} {k}" for k, n in sorted((summary.get("errors") or {}).items())) or "no requests"
+            load = (
+                f"concurrency {level['concurrency']}"
+                if level.get("concurrency")
+                else f"rate {level.get('request_rate')}/s"
+            )
+            return f"{load}: no request succeeded ({errors})"
+    return None
+
+
 def paths(export_file: Path) -> dict[str, Path]:
     stem = export_file.with_suffix("")
     return {
