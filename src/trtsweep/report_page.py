@@ -49,8 +49,11 @@ figcaption { color: #57606a; font-size: 12px; max-width: 560px; }
 
 
 def _svg(fig: Any) -> str:
+    """The figure as inline SVG, the same bytes for the same numbers: no date, ids hashed from the content (a rebuilt
+    report equals the last one; a shared id between two charts is a shared identical definition)."""
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    with matplotlib.rc_context({"svg.hashsalt": "trtsweep"}):
+        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     text = buffer.getvalue()
     return text[text.index("<svg") :]
@@ -67,16 +70,25 @@ def _by_point(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]
     return out
 
 
-def _label(point: str) -> str:
-    return point if len(point) <= 48 else point[:45] + "..."
+def labels(points: Sequence[str]) -> tuple[dict[str, str], str]:
+    """Each point's label in the charts: the parts of its id ('_'-separated) that not every point shares, and the
+    shared parts ("float32" / "int8" and "smollm2-135m tp1pp1 bs4 ..." for a sweep of precisions)."""
+    parts = {p: p.split("_") for p in points}
+    shared = set.intersection(*(set(v) for v in parts.values())) if len(points) > 1 else set()
+    out = {}
+    for point, tokens in parts.items():
+        label = "_".join(t for t in tokens if t not in shared) or point
+        out[point] = label if len(label) <= 48 else label[:45] + "..."
+    common = " ".join(t for t in parts[points[0]] if t in shared) if points else ""
+    return out, common
 
 
-def _tradeoff(rows: Sequence[dict[str, Any]]) -> str:
+def _tradeoff(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> str:
     fig, ax = plt.subplots(figsize=(6.2, 4.0))
     for point, mine in _by_point(rows).items():
         mine = [r for r in mine if r["ttft_p99_ms"] is not None and r["output_token_throughput"] is not None]
         ax.plot([r["ttft_p99_ms"] for r in mine], [r["output_token_throughput"] for r in mine], marker="o",
-                label=_label(point))  # fmt: skip
+                label=label[point])  # fmt: skip
         for r in mine:
             ax.annotate(f"c={r['concurrency']}", (r["ttft_p99_ms"], r["output_token_throughput"]), fontsize=7,
                         xytext=(4, 3), textcoords="offset points")  # fmt: skip
@@ -99,11 +111,11 @@ def pareto(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(front, key=lambda r: r["ttft_p99_ms"])
 
 
-def _pareto_chart(rows: Sequence[dict[str, Any]]) -> str:
+def _pareto_chart(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> str:
     fig, ax = plt.subplots(figsize=(6.2, 4.0))
     for point, mine in _by_point(rows).items():
         mine = [r for r in mine if r["ttft_p99_ms"] is not None and r["output_tok_s_per_gpu"] is not None]
-        ax.scatter([r["ttft_p99_ms"] for r in mine], [r["output_tok_s_per_gpu"] for r in mine], label=_label(point))
+        ax.scatter([r["ttft_p99_ms"] for r in mine], [r["output_tok_s_per_gpu"] for r in mine], label=label[point])
     front = pareto(rows)
     ax.step([r["ttft_p99_ms"] for r in front], [r["output_tok_s_per_gpu"] for r in front], where="post", color="k",
             linestyle="--", label="Pareto front")  # fmt: skip
@@ -114,11 +126,11 @@ def _pareto_chart(rows: Sequence[dict[str, Any]]) -> str:
     return _svg(fig)
 
 
-def _per_gpu(rows: Sequence[dict[str, Any]]) -> str:
+def _per_gpu(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> str:
     points = _by_point(rows)
     best = [max((r["output_tok_s_per_gpu"] or 0.0) for r in mine) for mine in points.values()]
     fig, ax = plt.subplots(figsize=(6.2, 0.6 + 0.45 * len(points)))
-    ax.barh([_label(p) for p in points], best, color="#4c72b0")
+    ax.barh([label[p] for p in points], best, color="#4c72b0")
     ax.invert_yaxis()
     ax.set_xlabel("best output tokens/s per GPU (any load level)")
     ax.tick_params(axis="y", labelsize=7)
@@ -126,22 +138,23 @@ def _per_gpu(rows: Sequence[dict[str, Any]]) -> str:
     return _svg(fig)
 
 
-def _latencies(rows: Sequence[dict[str, Any]]) -> str:
+def _latencies(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> str:
     fig, axes = plt.subplots(1, 3, figsize=(12.4, 3.6))
     for ax, (name, metric) in zip(axes, (("TTFT", "ttft"), ("TPOT", "tpot"), ("E2E", "e2e")), strict=True):
         for point, mine in _by_point(rows).items():
             conc = [r["concurrency"] for r in mine]
-            (line,) = ax.plot(conc, [r[f"{metric}_p50_ms"] for r in mine], marker="o", label=f"{_label(point)} p50")
+            (line,) = ax.plot(conc, [r[f"{metric}_p50_ms"] for r in mine], marker="o", label=f"{label[point]} p50")
             ax.plot(conc, [r[f"{metric}_p99_ms"] for r in mine], marker="^", linestyle="--", color=line.get_color(),
-                    label=f"{_label(point)} p99")  # fmt: skip
+                    label=f"{label[point]} p99")  # fmt: skip
         ax.set_title(f"{name} (ms)")
         ax.set_xlabel("concurrency")
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=6)
+    handles, names = axes[0].get_legend_handles_labels()  # below the panels, never over a curve
+    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=7, frameon=False)
     return _svg(fig)
 
 
-def _accuracy(rows: Sequence[dict[str, Any]], metric: str) -> str:
+def _accuracy(rows: Sequence[dict[str, Any]], metric: str, label: dict[str, str]) -> str:
     points = _by_point(rows)
     values = [
         sum(r[metric] for r in mine if r[metric] is not None) / max(1, sum(r[metric] is not None for r in mine))
@@ -149,7 +162,9 @@ def _accuracy(rows: Sequence[dict[str, Any]], metric: str) -> str:
     ]
     precisions = [mine[0]["precision"] for mine in points.values()]
     fig, ax = plt.subplots(figsize=(6.2, 0.6 + 0.45 * len(points)))
-    ax.barh([f"{_label(p)} ({prec})" for p, prec in zip(points, precisions, strict=True)], values, color="#55a868")
+    names = [label[p] if str(prec) in label[p].split("_") else f"{label[p]} ({prec})"
+             for p, prec in zip(points, precisions, strict=True)]  # fmt: skip
+    ax.barh(names, values, color="#55a868")
     ranks = [PRECISION_RANK.get(str(prec), 0) for prec in precisions]
     if values:  # the sweep's highest precision: what the accuracy SLO measures the drop against
         ax.axvline(values[ranks.index(max(ranks))], color="k", linestyle=":", linewidth=1)
@@ -160,18 +175,24 @@ def _accuracy(rows: Sequence[dict[str, Any]], metric: str) -> str:
     return _svg(fig)
 
 
-def _td(row: dict[str, Any], column: str, digits: int | None, extra: str = "") -> str:
+def _td(row: dict[str, Any], column: str, digits: int | None, extra: str = "", text: str | None = None) -> str:
+    """A table cell showing the value (or `text`, with the value as its title) rounded to `digits`; data-value is
+    its results.csv text."""
     value = row.get(column)
     shown = "-" if value is None else (f"{value:.{digits}f}" if digits is not None and isinstance(value, float)
                                        else str(value))  # fmt: skip
     css = "text" if digits is None and isinstance(value, str) else ""
     where = f'data-point="{html.escape(row["point"])}" data-concurrency="{row["concurrency"]}" data-column="{column}"'
+    if text is not None:
+        where, shown = f'{where} title="{html.escape(shown)}"', text
     return f'<td class="{css} {extra}" {where} data-value="{html.escape(cell(value))}">{html.escape(shown)}</td>'
 
 
-def _comparison(rows: Sequence[dict[str, Any]]) -> str:
+def _comparison(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> str:
     points = _by_point(rows)
-    head = "".join(f'<th colspan="{len(COMPARE)}">{html.escape(_label(p))}</th>' for p in points)
+    head = "".join(
+        f'<th colspan="{len(COMPARE)}" title="{html.escape(p)}">{html.escape(label[p])}</th>' for p in points
+    )
     sub = "".join(f"<th>{name}</th>" for _ in points for name, _, _ in COMPARE)
     body = []
     for conc in sorted({r["concurrency"] for r in rows}):
@@ -184,7 +205,7 @@ def _comparison(rows: Sequence[dict[str, Any]]) -> str:
             f"{''.join(body)}</table>")  # fmt: skip
 
 
-def _results(rows: Sequence[dict[str, Any]], verdict: dict[str, Any]) -> str:
+def _results(rows: Sequence[dict[str, Any]], verdict: dict[str, Any], label: dict[str, str]) -> str:
     best = verdict.get("best")
     head = "".join(f"<th>{name}</th>" for name, _, _ in TABLE) + "<th>SLOs missed</th>"
     body = []
@@ -195,7 +216,7 @@ def _results(rows: Sequence[dict[str, Any]], verdict: dict[str, Any]) -> str:
             if best is not None and (row["point"], row["concurrency"]) == (best["point"], best["concurrency"])
             else ""
         )
-        cells = "".join(_td(row, col, d) for _, col, d in TABLE)
+        cells = "".join(_td(row, col, d, text=label[row["point"]] if col == "point" else None) for _, col, d in TABLE)
         slo = html.escape("; ".join(missed)) if missed else ("met" if verdict["slo"] else "-")
         body.append(f'<tr{css}>{cells}<td class="text{" miss" if missed else ""}">{slo}</td></tr>')
     return f'<div class="scroll"><table class="results"><tr>{head}</tr>{"".join(body)}</table></div>'
@@ -224,21 +245,25 @@ def render(
         + "".join(f"<p>{html.escape(line)}</p>" for line in lines[1:])
         + f'<p class="muted">SLOs: {html.escape(slo)}</p></div>'
     )
-    charts = ""
+    charts, label, common = "", *labels(list(_by_point(rows)))
+    if common:
+        common = (
+            f'<p class="muted">Charts name a configuration by what sets it apart; all share: {html.escape(common)}.</p>'
+        )
     if rows:
         metric = verdict["slo"].get("accuracy_metric", "rougeL")
         charts = (
             '<h2>Throughput vs latency</h2><div class="charts">'
-            + _figure(_tradeoff(rows), "Output tokens/s against TTFT p99, one curve per configuration over its load "
-                      "levels (c = concurrency): up and to the left is better.")
-            + _figure(_pareto_chart(rows), "Every (configuration, load level); the dashed line is the Pareto front "
-                      "(no other row has both lower TTFT p99 and more output tokens/s per GPU).")
+            + _figure(_tradeoff(rows, label), "Output tokens/s against TTFT p99, one curve per configuration over its "
+                      "load levels (c = concurrency): up and to the left is better.")
+            + _figure(_pareto_chart(rows, label), "Every (configuration, load level); the dashed line is the Pareto "
+                      "front (no other row has both lower TTFT p99 and more output tokens/s per GPU).")
             + "</div><h2>Output per GPU</h2><div class=\"charts\">"
-            + _figure(_per_gpu(rows), "Best output tokens/s per GPU of each configuration.")
-            + _figure(_accuracy(rows, metric), f"{metric} per configuration (precision in brackets); the dotted "
-                      "line is the sweep's highest precision.")
+            + _figure(_per_gpu(rows, label), "Best output tokens/s per GPU of each configuration.")
+            + _figure(_accuracy(rows, metric, label), f"{metric} per configuration (its precision in brackets "
+                      "where the label does not say it); the dotted line is the sweep's highest precision.")
             + "</div><h2>Latency percentiles</h2>"
-            + _figure(_latencies(rows), "p50 (solid) and p99 (dashed) per configuration and concurrency.")
+            + _figure(_latencies(rows, label), "p50 (solid) and p99 (dashed) per configuration and concurrency.")
         )  # fmt: skip
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>trtsweep report: {html.escape(name)}</title>
@@ -248,9 +273,9 @@ def render(
 latencies in ms; TPOT = (E2E - TTFT) / (output tokens - 1); tok/s/user = 1000 / TPOT p50; numbers are those of
 results.csv.</p>
 <h2>Verdict</h2>{verdict_html}
-{charts}
-<h2>Side by side (rows: concurrency)</h2>{_comparison(rows) if rows else "<p>nothing measured</p>"}
-<h2>Every configuration and load level</h2>{_results(rows, verdict) if rows else "<p>nothing measured</p>"}
+{common}{charts}
+<h2>Side by side (rows: concurrency)</h2>{_comparison(rows, label) if rows else "<p>nothing measured</p>"}
+<h2>Every configuration and load level</h2>{_results(rows, verdict, label) if rows else "<p>nothing measured</p>"}
 <h2>Failures</h2>{_failures(records)}
 </body></html>
 """

@@ -2,8 +2,9 @@
 
 Each row joins what the controller fetched for the point: its settings (`point.json`), where and with what it ran
 (`status.json`, `repository.json`, the server log's version line) and the level's summary
-(`llm_perf.summary.json`): every latency percentile, token throughput (total, per GPU, per user), success and
-errors by class, accuracy, the server's queue / compute time, and goodput under the sweep's SLOs (counted from
+(`llm_perf.summary.json`): every latency percentile, token throughput (total, per GPU, per user), tokens per
+request, success, errors by class and abandoned requests by cause, accuracy, the server's request count and queue /
+compute time per request (deltas of its metrics over the level), and goodput under the sweep's SLOs (counted from
 the per-request rows, `llm_perf.requests.jsonl`). A value nobody measured is empty, never 0.
 """
 
@@ -24,13 +25,14 @@ STATS = ("mean", "p50", "p90", "p95", "p99")
 SETTINGS = ("model", "model_revision", "backend", "precision", "tp", "pp", "world_size", "max_batch_size",
             "max_input_len", "max_output_len", "streaming", "protocol")  # fmt: skip
 WHERE = ("host", "gpus", "gpu_ids", "run_id", "settings_hash", "trtsweep", "trtsweep_build", "tensorrt_llm", "triton")
-LOAD = ("concurrency", "requests", "succeeded", "failed", "success_rate", "errors")
+LOAD = ("concurrency", "requests", "succeeded", "failed", "success_rate", "errors", "abandoned")
 THROUGHPUT = ("request_throughput", "output_token_throughput", "input_token_throughput", "output_tok_s_per_gpu",
-              "output_tok_s_per_user", "goodput", "good_fraction", "window_s")  # fmt: skip
+              "input_tok_s_per_gpu", "output_tok_s_per_user", "output_tokens_mean", "input_tokens_mean", "goodput",
+              "good_fraction", "window_s")  # fmt: skip
 ACCURACY = ("rougeL", "rouge1", "rouge2", "bleu", "chrf", "exact", "contains", "corpus_bleu", "corpus_chrf")
 COLUMNS = ("point", *SETTINGS, *WHERE, *LOAD, *THROUGHPUT,
            *(f"{m}_{s}_ms" for m in LATENCIES for s in STATS), *ACCURACY, "accuracy_n",
-           "server_queue_ms", "server_compute_ms")  # fmt: skip
+           "server_requests", "server_queue_ms", "server_compute_ms")  # fmt: skip
 SLO_LATENCIES = {"ttft_p99_ms": "ttft_ms", "tpot_p99_ms": "tpot_ms", "e2e_p99_ms": "e2e_ms"}
 _VERSION = re.compile(r"^\|\s*server_version\s*\|\s*(\S+)", re.MULTILINE)
 
@@ -104,11 +106,17 @@ def _level_columns(summary: dict[str, Any], gpus: int) -> dict[str, Any]:
     out: dict[str, Any] = {key: summary.get(key) for key in ("requests", "succeeded", "failed", *THROUGHPUT[:3])}
     out["window_s"] = summary.get("window_s")
     out["success_rate"] = summary.get("succeeded", 0) / requests if requests else None
-    out["errors"] = ";".join(f"{k}={v}" for k, v in sorted((summary.get("errors") or {}).items()))
-    tok_s = summary.get("output_token_throughput")
-    out["output_tok_s_per_gpu"] = tok_s / max(gpus, 1) if tok_s is not None else None
+    for counts in ("errors", "abandoned"):  # by class / cause: "timeout=2;connection=1"
+        out[counts] = ";".join(f"{k}={v}" for k, v in sorted((summary.get(counts) or {}).items()))
+    for side in ("output", "input"):  # per GPU: a CPU point (no GPU) is counted per host
+        tok_s = summary.get(f"{side}_token_throughput")
+        out[f"{side}_tok_s_per_gpu"] = tok_s / max(gpus, 1) if tok_s is not None else None
     tpot = (summary.get("tpot_ms") or {}).get("p50")
     out["output_tok_s_per_user"] = 1000.0 / tpot if tpot else None
+    out["output_tokens_mean"] = (summary.get("output_tokens") or {}).get("mean")
+    # input tokens are summed over the successful requests, and null without a tokenizer (unknown, never 0)
+    input_total, succeeded = summary.get("input_tokens_total"), summary.get("succeeded")
+    out["input_tokens_mean"] = input_total / succeeded if input_total is not None and succeeded else None
     for metric in LATENCIES:
         stats = summary.get(f"{metric}_ms") or {}
         out.update({f"{metric}_{s}_ms": stats.get(s) for s in STATS})
@@ -117,6 +125,7 @@ def _level_columns(summary: dict[str, Any], gpus: int) -> dict[str, Any]:
     out["accuracy_n"] = summary.get("accuracy_n")
     per_model = (summary.get("server_metrics") or {}).get("per_model") or {}
     model = per_model.get("ensemble") or per_model.get("tensorrt_llm") or {}
+    out["server_requests"] = model.get("requests")  # the server's count over the level (a delta, warm-up included)
     out["server_queue_ms"] = model.get("queue_ms_per_request")
     out["server_compute_ms"] = model.get("compute_ms_per_request")
     return out

@@ -1,0 +1,204 @@
+"""The sweep report from a real run's results (tests/data/report_results): results.csv/json, report.csv/md,
+report.html, the verdict under the SLOs, and `trtsweep report` rebuilding all of them."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from trtsweep import report, results_table
+from trtsweep.cli import main
+from trtsweep.errors import TrtsweepError
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "report_results" / "smollm2-cpu-demo"
+FP32 = "smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream"
+INT8 = "smollm2-135m_int8_tp1pp1_bs4_isl1024osl128_stream"
+WRITTEN = ("report.csv", "report.md", "results.csv", "results.json", "report.html")
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    """A copy of the real run's results (the report writes into its directory)."""
+    return Path(shutil.copytree(DATA, tmp_path / "smollm2-cpu-demo"))
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+class Page(HTMLParser):
+    """The report page's table cells that carry data-value, its charts, and every outside reference."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: list[dict[str, str]] = []
+        self.svgs = self.paths = self.scripts = 0
+        self.outside: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = {k: v or "" for k, v in attrs}
+        self.svgs += tag == "svg"
+        self.paths += tag == "path"
+        self.scripts += tag == "script"
+        for name in ("src", "href", "xlink:href"):
+            if attributes.get(name, "").startswith(("http:", "https:", "//")):
+                self.outside.append(f"<{tag} {name}={attributes[name]}>")
+        if tag == "link":
+            self.outside.append(f"<link {attributes}>")
+        if tag == "td" and "data-value" in attributes:
+            self.cells.append(attributes)
+
+
+def test_results_csv_has_a_row_per_point_and_level_with_settings_versions_and_every_number(results):
+    written = report.write(results)
+    assert all((results / name).is_file() for name in WRITTEN)
+    assert written.html == results / "report.html"
+    rows = read_csv(results / "results.csv")
+    assert [(r["point"], r["concurrency"]) for r in rows] == [(p, c) for p in (FP32, INT8) for c in ("1", "2", "4")]
+    assert list(rows[0]) == list(results_table.COLUMNS)
+    summary = json.loads((DATA / FP32 / "llm_perf.summary.json").read_text())["levels"][2]["summary"]
+    row = rows[2]  # float32 at concurrency 4
+    cell = results_table.cell
+    for column, value in (
+        ("ttft_p99_ms", summary["ttft_ms"]["p99"]),
+        ("ttft_mean_ms", summary["ttft_ms"]["mean"]),
+        ("tpot_p90_ms", summary["tpot_ms"]["p90"]),
+        ("icl_p95_ms", summary["icl_ms"]["p95"]),
+        ("e2e_p50_ms", summary["e2e_ms"]["p50"]),
+        ("output_token_throughput", summary["output_token_throughput"]),
+        ("input_token_throughput", summary["input_token_throughput"]),
+        ("request_throughput", summary["request_throughput"]),
+        ("rougeL", summary["accuracy"]["rougeL"]),
+        ("corpus_chrf", summary["accuracy"]["corpus_chrf"]),
+        ("output_tokens_mean", summary["output_tokens"]["mean"]),
+        ("input_tokens_mean", summary["input_tokens_total"] / summary["succeeded"]),
+        ("server_requests", summary["server_metrics"]["per_model"]["ensemble"]["requests"]),
+        ("server_compute_ms", summary["server_metrics"]["per_model"]["ensemble"]["compute_ms_per_request"]),
+        ("success_rate", 1.0),
+        ("requests", 16),
+    ):
+        assert row[column] == cell(value), column
+    # a CPU point has no GPU: per-GPU numbers are per host
+    assert row["gpus"] == "0" and row["gpu_ids"] == ""
+    assert row["output_tok_s_per_gpu"] == row["output_token_throughput"]
+    assert row["input_tok_s_per_gpu"] == row["input_token_throughput"]
+    status = json.loads((DATA / FP32 / "status.json").read_text())
+    assert (row["host"], row["run_id"], row["settings_hash"]) == (
+        "localhost",
+        status["run_id"],
+        status["settings_hash"],
+    )
+    assert (row["trtsweep"], row["trtsweep_build"]) == (status["trtsweep"]["version"], status["trtsweep"]["build"])
+    assert row["triton"] == "2.51.0"  # from the server log's version line
+    assert row["tensorrt_llm"] == ""  # the hf backend records no TensorRT-LLM version: empty, not invented
+    assert (row["model"], row["precision"], row["tp"], row["pp"], row["max_batch_size"]) == (
+        "HuggingFaceTB/SmolLM2-135M-Instruct", "float32", "1", "1", "4")  # fmt: skip
+    assert row["model_revision"] == json.loads((DATA / FP32 / "repository.json").read_text())["model_revision"]
+    assert row["errors"] == "" and row["abandoned"] == ""
+    as_json = json.loads((results / "results.json").read_text())
+    assert as_json["columns"] == list(results_table.COLUMNS)
+    assert [cell(r["ttft_p99_ms"]) for r in as_json["rows"]] == [r["ttft_p99_ms"] for r in rows]
+
+
+def test_the_verdict_under_the_kept_slos_names_the_best_and_what_the_other_misses(results):
+    written = report.write(results)  # no slo given: the run's slo.json
+    assert written.verdict[0].startswith(f"best under the SLOs: {FP32} at concurrency ")
+    assert written.verdict[1].startswith(f"{INT8}: misses rougeL 0.047 is 0.229 below {FP32}")
+    md = (results / "report.md").read_text()
+    assert md.startswith("# smollm2-cpu-demo\n\nbest under the SLOs:") and INT8 in md
+    # report.csv keeps its per-level headline table
+    old = read_csv(results / "report.csv")
+    assert len(old) == 6 and {"point", "host", "ttft_p99_ms", "rougeL"} <= set(old[0])
+
+
+def test_goodput_counts_the_requests_within_the_latency_slos(results):
+    slo = {"ttft_p99_ms": 600.0, "e2e_p99_ms": 5000.0}
+    report.write(results, slo=slo)
+    assert json.loads((results / "slo.json").read_text()) == slo  # kept for the next `trtsweep report`
+    rows = {(r["point"], r["concurrency"]): r for r in read_csv(results / "results.csv")}
+    summary = json.loads((DATA / FP32 / "llm_perf.summary.json").read_text())["levels"][0]["summary"]
+    requests = [json.loads(line) for line in (DATA / FP32 / "llm_perf.requests.jsonl").read_text().splitlines()]
+    good = sum(
+        1
+        for r in requests
+        if r["level"] == 0 and not r.get("warmup") and not r.get("error")
+        and r["ttft_ms"] <= 600.0 and r["e2e_ms"] <= 5000.0
+    )  # fmt: skip
+    assert 0 < good < 16
+    row = rows[(FP32, "1")]
+    assert float(row["goodput"]) == pytest.approx(good / summary["window_s"], rel=1e-5)
+    assert float(row["good_fraction"]) == pytest.approx(good / 16, rel=1e-5)
+
+
+def test_without_slos_the_best_is_the_highest_output_per_gpu(results):
+    (results / "slo.json").unlink()
+    written = report.write(results)
+    assert written.verdict[0].startswith(f"best (no SLOs given: highest output tok/s per GPU): {INT8} at concurrency 2")
+    assert all(r["goodput"] == "" for r in read_csv(results / "results.csv"))  # goodput is measured against SLOs
+
+
+def test_every_number_in_the_page_is_its_results_csv_text_and_the_page_needs_nothing_outside(results):
+    report.write(results)
+    page = Page()
+    page.feed((results / "report.html").read_text())
+    assert page.outside == [] and page.scripts == 0  # works offline: no CDN, no script
+    assert page.svgs >= 5 and page.paths > 50  # the charts, inline
+    rows = {(r["point"], r["concurrency"]): r for r in read_csv(results / "results.csv")}
+    assert len(page.cells) > 100
+    columns = set()
+    for c in page.cells:
+        assert c["data-value"] == rows[(c["data-point"], c["data-concurrency"])][c["data-column"]], c
+        columns.add(c["data-column"])
+    # the side-by-side table: QPS, output tok/s, TTFT avg and p99 per configuration
+    assert {"request_throughput", "output_token_throughput", "ttft_mean_ms", "ttft_p99_ms"} <= columns
+
+
+def test_failed_points_are_listed_with_stage_and_cause(results):
+    failed = "smollm2-135m_int4_tp1pp1_bs4_isl1024osl128_stream"  # hand-made: a point that failed at build
+    (results / failed).mkdir()
+    record = json.loads((results / INT8 / "status.json").read_text())
+    record.update(point=failed, status="failed", stage="build", cause="engine build ran out of memory (hand-made)")
+    (results / failed / "status.json").write_text(json.dumps(record))
+    written = report.write(results)
+    assert written.not_ok == [f"{failed}: failed on localhost gpus - at stage build: {record['cause']}"]
+    page = (results / "report.html").read_text()
+    failures = page[page.index("<h2>Failures</h2>") :]
+    assert failed in failures and "build" in failures and "engine build ran out of memory" in failures
+    assert failed not in {r["point"] for r in read_csv(results / "results.csv")}  # it measured nothing
+
+
+def test_trtsweep_report_rebuilds_everything(results, capsys):
+    report.write(results)
+    before = {name: (results / name).read_text() for name in WRITTEN}
+    for name in WRITTEN:
+        (results / name).unlink()
+    assert main(["report", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert f"best under the SLOs: {FP32}" in out and f"report: {results / 'report.html'}" in out
+    assert {name: (results / name).read_text() for name in WRITTEN} == before  # the same answer from the same files
+
+
+def test_a_report_with_nothing_to_read_is_one_line(tmp_path):
+    with pytest.raises(TrtsweepError, match="nothing was measured"):
+        report.write(tmp_path)
+
+
+def test_errors_and_abandoned_requests_are_counted_by_class(tmp_path):
+    point = tmp_path / "p"
+    point.mkdir()
+    (point / "status.json").write_text(json.dumps({"point": "p", "status": "ok", "gpus": [0, 1]}))
+    summary = {"requests": 10, "succeeded": 7, "failed": 3, "errors": {"timeout": 2, "connection": 1},
+               "abandoned": {"timeout": 2}, "output_token_throughput": 100.0, "input_token_throughput": None,
+               "input_tokens_total": None, "window_s": 2.0}  # fmt: skip
+    (point / "llm_perf.summary.json").write_text(json.dumps({"levels": [{"concurrency": 8, "summary": summary}]}))
+    (row,) = results_table.collect(tmp_path)
+    assert row["errors"] == "connection=1;timeout=2" and row["abandoned"] == "timeout=2"
+    assert row["success_rate"] == 0.7 and row["gpus"] == 2 and row["output_tok_s_per_gpu"] == 50.0
+    # no tokenizer: input tokens unknown, never 0
+    assert row["input_tok_s_per_gpu"] is None and row["input_tokens_mean"] is None
