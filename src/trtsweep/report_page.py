@@ -150,7 +150,7 @@ def _latencies(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> str:
         ax.set_xlabel("concurrency")
         ax.grid(alpha=0.3)
     handles, names = axes[0].get_legend_handles_labels()  # below the panels, never over a curve
-    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=7, frameon=False)
+    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.04), ncol=2, fontsize=7, frameon=False)
     return _svg(fig)
 
 
