@@ -343,7 +343,7 @@ def test_control_characters_in_paths_fail_the_plan_naming_the_field(over, messag
         expand(over)
     assert message in str(err.value)
     assert "\n" not in str(err.value)
-    assert expand(sweep(triton={"hf_device": "cpu", "seed_input": "seed"}))  # printable values pass
+    assert expand(sweep(triton={"hf_device": "cpu", "hf_dtype": "float32"}))  # printable values pass
 
 
 @pytest.mark.parametrize(

@@ -110,7 +110,9 @@ def test_seed_001_qwen2_14b_int4_two_gpu_repository(tmp_path):
     assert bls.backend == "python" and bls.max_batch_size == 64 and bls.instance_group[0].count == 1
     assert bls.model_transaction_policy.decoupled is False
     assert params(bls)["accumulate_tokens"] == "true"
-    assert json.loads(params(bls)["tensorrt_llm_inputs"])["random_seed"] == "random_seed"
+    steps = json.loads(params(bls)["ensemble_steps"])
+    assert [step["model"] for step in steps] == ["preprocessing", "tensorrt_llm", "postprocessing"]
+    assert steps[1]["inputs"]["random_seed"] == "random_seed"
     for name in ("preprocessing", "postprocessing"):
         config = parsed(files, name)
         assert config.max_batch_size == 64 and config.instance_group[0].count == 1
@@ -178,7 +180,7 @@ REFERENCE_PARAMS = {
     "accumulate_tokens": False,
 }
 # keys of trtsweep's own python models that upstream's models do not have, and the reverse
-TRTSWEEP_ONLY = {"tensorrt_llm_bls": {"tensorrt_llm_inputs"}}
+TRTSWEEP_ONLY = {"tensorrt_llm_bls": {"ensemble_steps"}}
 # exact output token counts for clients (llm-perf sums them); upstream exposes none through the ensemble
 TRTSWEEP_ONLY_OUTPUTS = {"ensemble": {"num_output_tokens"}, "postprocessing": {"NUM_OUTPUT_TOKENS"}}
 UPSTREAM_ONLY = {"preprocessing": {"gpt_model_path"}}  # upstream reads the engine for multimodal models
@@ -242,8 +244,9 @@ def test_python_models_and_ensemble_are_compatible_with_the_upstream_reference(p
         # same names and types as the upstream model, for every tensor trtsweep's model has
         assert {t.name: tensor(t, False)["data_type"] for t in config.input}.items() <= upstream_inputs.items()
         ours_out = {t.name: tensor(t, False)["data_type"] for t in config.output}
-        extra = TRTSWEEP_ONLY_OUTPUTS.get(model, set())
-        assert extra <= set(ours_out) and not extra & set(upstream_outputs)
+        # trtsweep's own count, unless the version's upstream model has an output of that name (1.2)
+        extra = TRTSWEEP_ONLY_OUTPUTS.get(model, set()) - set(upstream_outputs)
+        assert extra <= set(ours_out)
         assert {k: v for k, v in ours_out.items() if k not in extra}.items() <= upstream_outputs.items()
 
 
@@ -315,7 +318,8 @@ def test_hf_backend_ignores_tensorrtllm_options():
         == plain
     )
     with_bls = repository.render({**hf, "bls": True, "accumulate_tokens": True})
-    assert json.loads(params(parsed(with_bls, "tensorrt_llm_bls"))["tensorrt_llm_inputs"])["stream"] == "streaming"
+    steps = json.loads(params(parsed(with_bls, "tensorrt_llm_bls"))["ensemble_steps"])
+    assert steps[1]["inputs"]["streaming"] == "stream"
 
 
 # -- (3) cross-field rules -----------------------------------------------------------------------------------

@@ -30,9 +30,11 @@ Parameters (None = not set: the key is left out and the backend uses its own def
 - preprocessing_instance_count, postprocessing_instance_count, bls_instance_count: python model instances.
 - bls: also generate `tensorrt_llm_bls` (python BLS model: preprocessing -> tensorrt_llm -> postprocessing).
 - accumulate_tokens: BLS streaming decodes all tokens so far each step and sends the new text (beam width 1).
-- seed_input: hf only: the ensemble's name for the seed input (default random_seed).
 - hf_dtype, hf_device, hf_torch_threads: hf only (weights dtype, device, torch threads; 0 = torch default).
 - trtllm_version: tensorrtllm: the TensorRT-LLM version of the serving container (e.g. 0.14.0). Required.
+  The repository presents that version's request interface (trtsweep.triton.interface: the upstream ensemble's
+  and BLS model's inputs, outputs and wiring); hf: the version whose interface it presents (default
+  HF_INTERFACE_VERSION), with the tensorrt_llm model's tensors of that version.
 - batching_strategy: gpt_model_type (inflight_fused_batching, inflight_batching, V1).
 - batch_scheduler_policy: max_utilization or guaranteed_no_evict.
 - max_beam_width, decoding_mode, normalize_log_probs, enable_trt_overlap: executor options.
@@ -62,7 +64,7 @@ import jinja2
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.fileio import atomic_write_text
-from trtsweep.triton import versions
+from trtsweep.triton import interface, versions
 from trtsweep.triton.versions import VersionFacts
 
 BACKENDS = ("hf", "tensorrtllm")
@@ -85,7 +87,6 @@ DEFAULTS: dict[str, Any] = {
     "bls": False,
     "bls_instance_count": 1,
     "accumulate_tokens": False,
-    "seed_input": None,
     "hf_dtype": "float32",
     "hf_device": "auto",
     "hf_torch_threads": 0,
@@ -154,17 +155,9 @@ TEMPLATE_PARAMETERS = frozenset(
     | UPSTREAM_PLACEHOLDERS
 )
 
-# Request inputs the ensemble (and BLS) pass straight to tensorrt_llm: (ensemble name, type, tensorrt_llm
-# name); "min_tokens" and "seed" stand for the version's names (versions.MIN_TOKENS_INPUT / SEED_INPUT).
-PASSTHROUGH: tuple[tuple[str, str, str], ...] = (
-    ("top_k", "TYPE_INT32", "runtime_top_k"),
-    ("top_p", "TYPE_FP32", "runtime_top_p"),
-    ("temperature", "TYPE_FP32", "temperature"),
-    ("min_tokens", "TYPE_INT32", "min_tokens"),
-    ("seed", "TYPE_UINT64", "seed"),
-    ("beam_width", "TYPE_INT32", "beam_width"),
-    ("stream", "TYPE_BOOL", "streaming"),
-)
+# The TensorRT-LLM version whose request interface an hf repository presents when trtllm_version is not set:
+# the last tensorrtllm_backend release (min_length / random_seed, as trtsweep's hf repositories always had).
+HF_INTERFACE_VERSION = "0.19"
 
 # model name -> template directory, per backend; tensorrt_llm_bls is added when `bls` is set
 MODELS = {
@@ -484,36 +477,47 @@ def _tensorrt_llm_parameters(p: dict[str, Any], f: VersionFacts) -> dict[str, st
     return out
 
 
-def _passthrough(p: dict[str, Any], f: VersionFacts | None) -> list[dict[str, str]]:
-    """PASSTHROUGH with the version's names (tensorrtllm) or the hf model's names and `seed_input`."""
-    if f is not None:
-        rename = {"min_tokens": (f.min_tokens_input,) * 2, "seed": (f.seed_input,) * 2}
-    else:
-        rename = {"min_tokens": ("min_length", "min_length"), "seed": (p["seed_input"] or "random_seed", "random_seed")}
-    out = []
-    for name, data_type, target in PASSTHROUGH:
-        name, target = rename.get(name, (name, target))
-        out.append({"name": name, "data_type": data_type, "target": target})
-    return out
+def _iface_tensor(t: Mapping[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+    """An interface.json tensor as the templates take it (a data type named by a parameter resolved)."""
+    return _tensor(
+        versions.Tensor(
+            t["name"], t["data_type"], tuple(t["dims"]), t.get("optional", False),
+            None if t.get("reshape") is None else tuple(t["reshape"]), t.get("ragged", False),
+        ),
+        p,
+    )  # fmt: skip
+
+
+def _interface(p: dict[str, Any], version: str) -> dict[str, Any]:
+    iface = interface.load(version)
+
+    def tensors(group: Mapping[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+        return {kind: [_iface_tensor(t, p) for t in group[kind]] for kind in ("inputs", "outputs")}
+
+    return {
+        "ensemble": tensors({"inputs": iface.ensemble_inputs, "outputs": iface.ensemble_outputs}),
+        "preprocessing": tensors(iface.preprocessing),
+        "postprocessing": tensors(iface.postprocessing),
+        "bls": tensors(iface.bls),
+        "steps": iface.steps,
+        "steps_json": json.dumps(iface.steps, separators=(",", ":")),
+    }
 
 
 def _context(p: dict[str, Any]) -> dict[str, Any]:
-    f = versions.facts(p["trtllm_version"]) if p["backend"] == "tensorrtllm" else None
-    passthrough = _passthrough(p, f)
-    context = {
+    tensorrtllm = p["backend"] == "tensorrtllm"
+    f = versions.facts(p["trtllm_version"] or HF_INTERFACE_VERSION)
+    return {
         **p,
-        "passthrough": passthrough,
-        "bls_tensorrt_llm_inputs": json.dumps({t["name"]: t["target"] for t in passthrough}, sort_keys=True),
-        "tokenizer_type": (p["tokenizer_type"] or "auto") if f is not None and f.tokenizer_type else None,
-    }
-    if f is not None:
-        context["trt"] = {
+        "iface": _interface(p, f.version),
+        "tokenizer_type": (p["tokenizer_type"] or "auto") if tensorrtllm and f.tokenizer_type else None,
+        "trt": {
             "inputs": [_tensor(t, p) for t in f.inputs],
             "outputs": [_tensor(t, p) for t in f.outputs],
-            "parameters": _tensorrt_llm_parameters(p, f),
+            "parameters": _tensorrt_llm_parameters(p, f) if tensorrtllm else {},
             "max_queue_size": (p["max_queue_size"] or 0) if f.max_queue_size else None,
-        }
-    return context
+        },
+    }
 
 
 def _environment() -> jinja2.Environment:

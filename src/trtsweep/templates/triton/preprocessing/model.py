@@ -1,10 +1,21 @@
 """Triton python model `preprocessing`: text -> token ids, as in TensorRT-LLM's inflight_batcher_llm.
 
-Inputs:  QUERY (BYTES [1]), REQUEST_OUTPUT_LEN (INT32 [1]), optional BAD_WORDS_DICT / STOP_WORDS_DICT
-         (BYTES [-1]), END_ID / PAD_ID (INT32 [1]).
-Outputs: INPUT_ID (INT32 [-1]), REQUEST_INPUT_LEN (INT32 [1]), REQUEST_OUTPUT_LEN (INT32 [1]),
-         BAD_WORDS_IDS / STOP_WORDS_IDS (INT32 [2, -1]: flattened ids, then cumulative end offsets padded
-         with -1), OUT_END_ID / OUT_PAD_ID (INT32 [1]).
+Its config declares the upstream preprocessing tensors that the version's ensemble maps
+(trtsweep.triton.interface); it sends the outputs its config declares that the request gives it the input for:
+
+  QUERY (BYTES [1])                  -> INPUT_ID (INT32 [-1]), REQUEST_INPUT_LEN (INT32 [1])
+  DECODER_QUERY (BYTES [1])          -> DECODER_INPUT_ID, REQUEST_DECODER_INPUT_LEN (encoder-decoder engines)
+  REQUEST_OUTPUT_LEN (INT32 [1])     -> REQUEST_OUTPUT_LEN
+  BAD_WORDS_DICT / STOP_WORDS_DICT   -> BAD_WORDS_IDS / STOP_WORDS_IDS (INT32 [2, -1]: flattened ids, then
+                                        cumulative end offsets padded with -1; always sent)
+  EMBEDDING_BIAS_WORDS + _WEIGHTS    -> EMBEDDING_BIAS (FP32 [vocab]: each word's tokens get its weight added)
+  END_ID / PAD_ID                    -> OUT_END_ID / OUT_PAD_ID (the tokenizer's when not given; always sent)
+  PROMPT_TABLE_EXTRA_ID (UINT64 [1]) -> OUT_PROMPT_TABLE_EXTRA_IDS (the id once per input token)
+  PROMPT_EMBEDDING_TABLE             -> OUT_PROMPT_EMBEDDING_TABLE (as given)
+
+Image and video inputs (IMAGE, IMAGE_BYTES, IMAGE_URL, VIDEO_BYTES) fail the request with a sentence naming
+them: multimodal models are outside trtsweep's repository. An output missing from the response is simply not
+passed on by Triton's ensemble, so an optional tensorrt_llm input it feeds stays unset.
 Parameters: tokenizer_dir, add_special_tokens, tokenizer_type (auto, llama, t5; default auto).
 """
 
@@ -16,6 +27,7 @@ import transformers
 import triton_python_backend_utils as pb_utils
 
 TOKENIZER_CLASSES = {"auto": "AutoTokenizer", "llama": "LlamaTokenizer", "t5": "T5Tokenizer"}
+MULTIMODAL = ("IMAGE", "IMAGE_BYTES", "IMAGE_URL", "VIDEO_BYTES")
 
 
 UNFILLED = re.compile(r"\$\{\s*\w+\s*\}")
@@ -53,6 +65,7 @@ def _words_to_ids(tokenizer, words):
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
+        self.outputs = {t["name"] for t in config["output"]}
         tokenizer_dir = _param(config, "tokenizer_dir")
         self.add_special_tokens = _param(config, "add_special_tokens", "false").lower() in ("true", "1")
         tokenizer_class = getattr(transformers, TOKENIZER_CLASSES[_param(config, "tokenizer_type", "auto")])
@@ -62,45 +75,71 @@ class TritonPythonModel:
         self.end_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id
 
-    def _one(self, request):
-        query = _optional(request, "QUERY")
-        out_len = _optional(request, "REQUEST_OUTPUT_LEN")
-        batch = query.shape[0]
+    def _ids(self, texts, pad):
+        """[batch, longest] token ids (right-padded with pad) and [batch, 1] lengths of BYTES [batch, 1] texts."""
         tokens = [
-            self.tokenizer.encode(q[0].decode("utf-8"), add_special_tokens=self.add_special_tokens) for q in query
+            self.tokenizer.encode(t[0].decode("utf-8"), add_special_tokens=self.add_special_tokens) for t in texts
         ]
-        longest = max(len(t) for t in tokens)
-        end_id = _optional(request, "END_ID")
-        pad_id = _optional(request, "PAD_ID")
+        ids = np.full((len(tokens), max(len(t) for t in tokens)), pad, dtype=np.int32)
+        for row, row_ids in enumerate(tokens):
+            ids[row, : len(row_ids)] = row_ids
+        return ids, np.array([[len(t)] for t in tokens], dtype=np.int32)
+
+    def _words(self, request, name, batch):
+        value = _optional(request, name)
+        rows = [_words_to_ids(self.tokenizer, [] if value is None else value[i].reshape(-1)) for i in range(batch)]
+        out = np.full((batch, 2, max(r.shape[1] for r in rows)), -1, dtype=np.int32)
+        for i, r in enumerate(rows):
+            out[i, 0, :] = 0
+            out[i, :, : r.shape[1]] = r
+        return out
+
+    def _bias(self, words, weights):
+        """[batch, vocab] FP32: for every word, its weight added at each of its tokens."""
+        if words.shape != weights.shape:
+            raise ValueError(f"embedding_bias_words {words.shape} and embedding_bias_weights {weights.shape} differ")
+        bias = np.zeros((words.shape[0], len(self.tokenizer)), dtype=np.float32)
+        for row in range(words.shape[0]):
+            for word, weight in zip(words[row].reshape(-1), weights[row].reshape(-1), strict=True):
+                text = word.decode("utf-8") if isinstance(word, bytes) else str(word)
+                for token in self.tokenizer.encode(text, add_special_tokens=False) if text else []:
+                    bias[row, token] += weight
+        return bias
+
+    def _one(self, request):
+        for name in MULTIMODAL:
+            if _optional(request, name) is not None:
+                raise ValueError(f"input {name}: multimodal (image / video) requests are outside trtsweep's repository")
+        query = _optional(request, "QUERY")
+        batch = query.shape[0]
+        end_id, pad_id = _optional(request, "END_ID"), _optional(request, "PAD_ID")
         pad = int(pad_id.reshape(-1)[0]) if pad_id is not None else self.pad_id
-        input_ids = np.full((batch, longest), pad, dtype=np.int32)
-        for row, ids in enumerate(tokens):
-            input_ids[row, : len(ids)] = ids
-        lengths = np.array([[len(t)] for t in tokens], dtype=np.int32)
-
-        def words(name):
-            value = _optional(request, name)
-            rows = [_words_to_ids(self.tokenizer, [] if value is None else value[i].reshape(-1)) for i in range(batch)]
-            width = max(r.shape[1] for r in rows)
-            out = np.full((batch, 2, width), -1, dtype=np.int32)
-            for i, r in enumerate(rows):
-                out[i, 0, :] = 0
-                out[i, :, : r.shape[1]] = r
-            return out
-
-        outputs = [
-            pb_utils.Tensor("INPUT_ID", input_ids),
-            pb_utils.Tensor("REQUEST_INPUT_LEN", lengths),
-            pb_utils.Tensor("REQUEST_OUTPUT_LEN", out_len.astype(np.int32).reshape(batch, 1)),
-            pb_utils.Tensor("BAD_WORDS_IDS", words("BAD_WORDS_DICT")),
-            pb_utils.Tensor("STOP_WORDS_IDS", words("STOP_WORDS_DICT")),
-            pb_utils.Tensor(
-                "OUT_END_ID",
-                (end_id.astype(np.int32) if end_id is not None else np.full((batch, 1), self.end_id, np.int32)),
-            ),
-            pb_utils.Tensor("OUT_PAD_ID", np.full((batch, 1), pad, dtype=np.int32)),
-        ]
-        return pb_utils.InferenceResponse(output_tensors=outputs)
+        input_ids, lengths = self._ids(query, pad)
+        out = {
+            "INPUT_ID": input_ids,
+            "REQUEST_INPUT_LEN": lengths,
+            "REQUEST_OUTPUT_LEN": _optional(request, "REQUEST_OUTPUT_LEN").astype(np.int32).reshape(batch, 1),
+            "BAD_WORDS_IDS": self._words(request, "BAD_WORDS_DICT", batch),
+            "STOP_WORDS_IDS": self._words(request, "STOP_WORDS_DICT", batch),
+            "OUT_END_ID": end_id.astype(np.int32) if end_id is not None else np.full((batch, 1), self.end_id, np.int32),
+            "OUT_PAD_ID": np.full((batch, 1), pad, dtype=np.int32),
+        }
+        decoder = _optional(request, "DECODER_QUERY")
+        if decoder is not None:
+            out["DECODER_INPUT_ID"], out["REQUEST_DECODER_INPUT_LEN"] = self._ids(decoder, pad)
+        words, weights = _optional(request, "EMBEDDING_BIAS_WORDS"), _optional(request, "EMBEDDING_BIAS_WEIGHTS")
+        if words is not None and weights is not None and words.size:
+            out["EMBEDDING_BIAS"] = self._bias(words, weights)
+        extra_id = _optional(request, "PROMPT_TABLE_EXTRA_ID")
+        if extra_id is not None:
+            out["OUT_PROMPT_TABLE_EXTRA_IDS"] = np.repeat(
+                extra_id.astype(np.uint64).reshape(batch, 1), input_ids.shape[1], axis=1
+            )
+        table = _optional(request, "PROMPT_EMBEDDING_TABLE")
+        if table is not None:
+            out["OUT_PROMPT_EMBEDDING_TABLE"] = table
+        tensors = [pb_utils.Tensor(name, value) for name, value in out.items() if name in self.outputs]
+        return pb_utils.InferenceResponse(output_tensors=tensors)
 
     def execute(self, requests):
         responses = []
