@@ -10,6 +10,7 @@ Sweep definition (``trtsweep_sweep``)::
     trtllm: {version: "0.11.0", family: qwen, dir: /app/tensorrt_llm}   # tensorrtllm only (see TRTLLM_KEYS)
     models:                             # one or more
       - {repo_id: HuggingFaceTB/SmolLM2-135M-Instruct, name: smollm2-135m, revision: null}
+        # extra_inputs: {repetition_penalty: 1.1}  # request inputs of this model's points, over the benchmark's
     precisions: [float32]               # hf: float32 | bfloat16 | float16 | int8 (weight-only, CPU)
     parallelism: [{tp: 1, pp: 1}]
     max_batch_sizes: [4]
@@ -32,6 +33,7 @@ paths. `tests/unit/test_schema_reaches.py` proves that every key reaches the rol
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import itertools
 import re
@@ -44,6 +46,7 @@ from trtsweep.build.precisions import PRECISIONS as TRTLLM_PRECISIONS
 from trtsweep.build.versions import FAMILIES, parse
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.dataset import load_jsonl
+from trtsweep.triton import interface as triton_interface
 from trtsweep.triton import repository as triton_repository
 from trtsweep.triton import versions as triton_versions
 
@@ -170,22 +173,55 @@ def _model(index: int, entry: Any) -> dict[str, Any]:
     name = entry.get("name") or entry["repo_id"].split("/")[-1].lower()
     if not NAME.match(name):
         raise _fail(f"{field}.name", f"{name!r} must be letters, digits, '.', '_' or '-'")
-    return {"repo_id": entry["repo_id"], "name": name, "revision": entry.get("revision")}
+    model = {"repo_id": entry["repo_id"], "name": name, "revision": entry.get("revision")}
+    if entry.get("extra_inputs") is not None:  # this model's points only, over benchmark.extra_inputs
+        model["extra_inputs"] = _extra_inputs(entry["extra_inputs"], f"{field}.extra_inputs")
+    return model
 
 
-def _extra_inputs(value: Any) -> dict[str, Any]:
+def _extra_inputs(value: Any, field: str = "benchmark.extra_inputs") -> dict[str, Any]:
     """Request inputs passed as llm-perf --extra-inputs name:value,...: names and values must survive that."""
     if not isinstance(value, dict):
-        raise _fail("benchmark.extra_inputs", f"expected a mapping of request input -> value, got {value!r}")
+        raise _fail(field, f"expected a mapping of request input -> value, got {value!r}")
     for key, item in value.items():
         if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            raise _fail("benchmark.extra_inputs", f"input name {key!r} must be letters, digits and '_'")
+            raise _fail(field, f"input name {key!r} must be letters, digits and '_'")
         if isinstance(item, float) and item != item:
-            raise _fail(f"benchmark.extra_inputs.{key}", "NaN is not a request input value")
+            raise _fail(f"{field}.{key}", "NaN is not a request input value")
         if not isinstance(item, str | int | float | bool) or (isinstance(item, str) and ("," in item or not item)):
             expected = "a number, boolean or non-empty string without ','"
-            raise _fail(f"benchmark.extra_inputs.{key}", f"expected {expected}, got {item!r}")
+            raise _fail(f"{field}.{key}", f"expected {expected}, got {item!r}")
     return value
+
+
+# a request input's Triton type -> the values a sweep may give it (llm-perf sends one value of that type)
+INPUT_VALUES: dict[str, tuple[tuple[type, ...], str]] = {
+    "TYPE_BOOL": ((bool,), "true or false"),
+    "TYPE_INT32": ((int,), "an integer"),
+    "TYPE_UINT64": ((int,), "an integer"),
+    "TYPE_FP32": ((int, float), "a number"),
+    "TYPE_FP16": ((int, float), "a number"),
+    "TYPE_STRING": ((str,), "a string"),
+}
+
+
+def _check_extra_inputs(point: dict[str, Any], field: str, inputs: dict[str, Any]) -> None:
+    """Every extra input is an input of the ensemble the point serves (its TensorRT-LLM version's interface),
+    with a value of its type: a misspelled sampling setting would otherwise fail every request of the point."""
+    served = point["triton"].get("trtllm_version") or point["trtllm"].get("version")
+    facts = triton_versions.facts(served or triton_repository.HF_INTERFACE_VERSION)
+    version = facts.version
+    tensors = {t["name"]: t for t in triton_interface.load(version).ensemble_inputs}
+    renamed = {"seed": facts.seed_input, "random_seed": facts.seed_input}
+    renamed |= {"min_tokens": facts.min_tokens_input, "min_length": facts.min_tokens_input}
+    for key, value in inputs.items():
+        if key not in tensors:
+            guess = [renamed[key]] if key in renamed else difflib.get_close_matches(key, sorted(tensors), n=1)
+            hint = f"; did you mean {guess[0]!r}?" if guess else f"; it has {', '.join(sorted(tensors))}"
+            raise _fail(f"{field}.{key}", f"the ensemble of TensorRT-LLM {version} has no input {key!r}{hint}")
+        types, expected = INPUT_VALUES.get(tensors[key]["data_type"], ((), "a value llm-perf cannot send"))
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise _fail(f"{field}.{key}", f"{key} is {tensors[key]['data_type']}: expected {expected}, got {value!r}")
 
 
 def _benchmark(value: Any, base_dir: Path) -> dict[str, Any]:
@@ -363,6 +399,7 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
     for model, precision, (tp, pp), bs, (isl, osl), stream in itertools.product(
         models, precisions, parallelism, batch_sizes, lengths, streaming
     ):
+        extra = {**benchmark["extra_inputs"], **model.get("extra_inputs", {})}  # the model's over the sweep's
         point_id = f"{model['name']}_{precision}_tp{tp}pp{pp}_bs{bs}_isl{isl}osl{osl}_{'stream' if stream else 'sync'}"
         points.append(
             {
@@ -379,7 +416,7 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
                 "max_output_len": osl,
                 "streaming": stream,
                 "triton": dict(triton),
-                "benchmark": dict(benchmark),
+                "benchmark": {**benchmark, "extra_inputs": extra},
                 "trtllm": dict(trtllm),
                 "resources": {
                     "gpus": tp * pp if backend == "tensorrtllm" else placement["gpus_per_point"],
@@ -394,6 +431,10 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
     if len(set(ids)) != len(ids):
         raise _fail("models", "two models share a name; give each a distinct 'name'")
     _check_triton_values(points, triton)
+    for point in points:
+        index = models.index(point["model"])
+        _check_extra_inputs(point, "benchmark.extra_inputs", benchmark["extra_inputs"])
+        _check_extra_inputs(point, f"models[{index}].extra_inputs", point["model"].get("extra_inputs", {}))
     return points
 
 

@@ -364,3 +364,51 @@ def test_triton_numbers_and_version_rules_fail_the_plan(make, triton, message):
     text = str(err.value)
     assert text.startswith("sweep field 'triton': ") and message in text and "(point smol_" in text
     assert expand(trt() | {"streaming": [False], "triton": {"max_beam_width": 2}})  # no streaming: served
+
+
+# -- request inputs per point (issue 10: the full request interface, set per point) ------------------------------
+
+
+def test_a_model_entry_sets_request_inputs_for_its_points_over_the_sweeps():
+    models = [
+        {"repo_id": "HuggingFaceTB/SmolLM2-135M-Instruct", "name": "plain"},
+        {"repo_id": "HuggingFaceTB/SmolLM2-135M-Instruct", "name": "penalized",
+         "extra_inputs": {"repetition_penalty": 1.3, "top_k": 4}},
+    ]  # fmt: skip
+    bench = {"concurrency": [1], "input_data": "data/prompts.jsonl", "extra_inputs": {"top_k": 1}}
+    points = expand(sweep(models=models, benchmark=bench, precisions=["float32"], max_batch_sizes=[4]))
+    extra = {p["model"]["name"]: p["benchmark"]["extra_inputs"] for p in points}
+    assert extra == {"plain": {"top_k": 1}, "penalized": {"top_k": 4, "repetition_penalty": 1.3}}
+    assert "extra_inputs" not in points[0]["model"]  # a model without them keeps its settings hash
+
+
+@pytest.mark.parametrize(
+    ("where", "inputs", "message"),
+    [
+        ("benchmark", {"repetiton_penalty": 1.2}, "sweep field 'benchmark.extra_inputs.repetiton_penalty': the "
+         "ensemble of TensorRT-LLM 0.19 has no input 'repetiton_penalty'; did you mean 'repetition_penalty'?"),
+        ("model", {"seed": 3}, "sweep field 'models[0].extra_inputs.seed': the ensemble of TensorRT-LLM 0.19 has "
+         "no input 'seed'; did you mean 'random_seed'?"),
+        ("benchmark", {"return_log_probs": 1}, "sweep field 'benchmark.extra_inputs.return_log_probs': "
+         "return_log_probs is TYPE_BOOL: expected true or false, got 1"),
+        ("model", {"top_k": 1.5}, "sweep field 'models[0].extra_inputs.top_k': top_k is TYPE_INT32: expected an "
+         "integer, got 1.5"),
+    ],
+)  # fmt: skip
+def test_a_request_input_the_served_ensemble_lacks_fails_the_plan(where, inputs, message):
+    bench = {"concurrency": [1], "input_data": "data/prompts.jsonl"}
+    model = {"repo_id": "HuggingFaceTB/SmolLM2-135M-Instruct", "name": "smol"}
+    if where == "benchmark":
+        bench["extra_inputs"] = inputs
+    else:
+        model["extra_inputs"] = inputs
+    with pytest.raises(TrtsweepError) as err:
+        expand(sweep(models=[model], benchmark=bench))
+    assert str(err.value) == message
+
+
+def test_request_inputs_follow_the_points_tensorrt_llm_version():
+    bench = {"concurrency": [1], "input_data": "data/prompts.jsonl", "extra_inputs": {"seed": 3, "min_tokens": 2}}
+    assert expand(trt(version="1.2.0") | {"benchmark": bench})
+    with pytest.raises(TrtsweepError, match=r"TensorRT-LLM 0\.17 has no input 'seed'; did you mean 'random_seed'"):
+        expand(trt(version="0.17.0") | {"benchmark": bench})
