@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -56,14 +57,21 @@ def hf_repo(out: Path, model_dir: Path, **params: object) -> Path:
     return out
 
 
-@pytest.fixture(scope="session")
-def hf_server(demo_model: DemoModel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[server.ServerSpec]:
-    """The demo model behind the real Triton server (decoupled ensemble), stopped at the end."""
-    work = tmp_path_factory.mktemp("hf_server")
-    repo = hf_repo(work / "repo", demo_model.hf_dir, triton_max_batch_size=4)
-    state, spec = start_server(repo, work)
+@contextmanager
+def served(repo: Path, workdir: Path) -> Iterator[server.ServerSpec]:
+    """A real Triton server on the repository, stopped (and checked gone) at the end."""
+    state, spec = start_server(repo, workdir)
     try:
         yield spec
     finally:
         server.stop(state)
         assert not server.is_running(state)
+
+
+@pytest.fixture(scope="session")
+def hf_server(demo_model: DemoModel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[server.ServerSpec]:
+    """The demo model behind the real Triton server (decoupled ensemble), stopped at the end."""
+    work = tmp_path_factory.mktemp("hf_server")
+    repo = hf_repo(work / "repo", demo_model.hf_dir, triton_max_batch_size=4)
+    with served(repo, work) as spec:
+        yield spec

@@ -20,23 +20,13 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
+from trtsweep.triton.interface import tensor_dict
+
 MODELS = ("ensemble", "preprocessing", "postprocessing", "tensorrt_llm_bls")
 TAGS = {f"0.{n}": f"v0.{n}.0" for n in range(8, 20)} | {"0.20": "c2e65b8"}
 ROOT = "all_models/inflight_batcher_llm"
 TYPED = re.compile(r'name:\s*"(\w+)"\s*data_type:\s*\$\{(\w+)\}')
 PLACEHOLDER = re.compile(r"\$\{\s*(\w+)\s*\}")
-
-
-def _tensor(t: object, typed: dict[str, str], output: bool) -> dict[str, object]:
-    data_type = typed.get(t.name) or model_config_pb2.DataType.Name(t.data_type)
-    out: dict[str, object] = {"name": t.name, "data_type": data_type, "dims": list(t.dims)}
-    if not output and t.optional:
-        out["optional"] = True
-    if t.HasField("reshape"):
-        out["reshape"] = list(t.reshape.shape)
-    if not output and t.allow_ragged_batch:
-        out["ragged"] = True
-    return out
 
 
 def parse(text: str) -> dict[str, object]:
@@ -46,12 +36,16 @@ def parse(text: str) -> dict[str, object]:
     filled = PLACEHOLDER.sub(lambda m: "1", filled)  # numbers and bools; quoted values stay strings
     config = text_format.Parse(filled, model_config_pb2.ModelConfig())
     out: dict[str, object] = {
-        "inputs": [_tensor(t, typed, False) for t in config.input],
-        "outputs": [_tensor(t, typed, True) for t in config.output],
+        "inputs": [tensor_dict(t, False, typed.get(t.name)) for t in config.input],
+        "outputs": [tensor_dict(t, True, typed.get(t.name)) for t in config.output],
     }
     if config.platform == "ensemble":
         out["steps"] = [
-            {"model": s.model_name, "inputs": dict(s.input_map), "outputs": dict(s.output_map)}
+            {
+                "model": s.model_name,
+                "inputs": dict(sorted(s.input_map.items())),
+                "outputs": dict(sorted(s.output_map.items())),
+            }
             for s in config.ensemble_scheduling.step
         ]
     return out

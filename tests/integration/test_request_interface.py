@@ -14,8 +14,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from tests.conftest import hf_repo, start_server
-from trtsweep.serve import server
+from tests.conftest import hf_repo, served
 
 QUESTION = "What is the capital of France?"
 
@@ -37,12 +36,8 @@ def bls_server(demo_model, tmp_path_factory):
     """Ensemble and BLS of the 0.17 interface (LoRA, penalties, kv-cache stats), decoupled."""
     work = tmp_path_factory.mktemp("iface")
     repo = hf_repo(work / "repo", demo_model.hf_dir, triton_max_batch_size=4, bls=True, trtllm_version="0.17")
-    state, spec = start_server(repo, work)
-    try:
+    with served(repo, work) as spec:
         yield spec
-    finally:
-        server.stop(state)
-        assert not server.is_running(state)
 
 
 def stream(spec, body: dict, model: str = "ensemble") -> list[dict]:

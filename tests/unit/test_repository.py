@@ -75,7 +75,7 @@ def test_check_catches_placeholders_schema_and_wiring():
         repository.check(bad)
     bad = dict(files)
     bad["ensemble/config.pbtxt"] = files["ensemble/config.pbtxt"].replace(
-        'value: "_TOKENS_BATCH" }\n      input_map', 'value: "_NOPE" }\n      input_map'
+        'input_map { key: "TOKENS_BATCH" value: "_TOKENS_BATCH" }', 'input_map { key: "TOKENS_BATCH" value: "_NOPE" }'
     )
     with pytest.raises(TrtsweepError, match="reads '_NOPE', which nothing produces"):
         repository.check(bad)

@@ -26,20 +26,7 @@ def render(backend: str, version: str, **params: object) -> dict[str, object]:
 
 
 def tensors(items, output: bool = False) -> list[dict[str, object]]:
-    from tritonclient.grpc import model_config_pb2
-
-    out = []
-    for t in items:
-        entry: dict[str, object] = {"name": t.name, "data_type": model_config_pb2.DataType.Name(t.data_type)}
-        entry["dims"] = list(t.dims)
-        if not output and t.optional:
-            entry["optional"] = True
-        if t.HasField("reshape"):
-            entry["reshape"] = list(t.reshape.shape)
-        if not output and t.allow_ragged_batch:
-            entry["ragged"] = True
-        out.append(entry)
-    return out
+    return [interface.tensor_dict(t, output) for t in items]
 
 
 def upstream(entries: list[dict[str, object]]) -> list[dict[str, object]]:

@@ -51,6 +51,21 @@ class Interface:
     bls: dict[str, list[dict[str, Any]]]
 
 
+def tensor_dict(t: Any, output: bool = False, data_type: str | None = None) -> dict[str, Any]:
+    """A ModelConfig tensor (protobuf ModelInput / ModelOutput) as interface.json stores it."""
+    from tritonclient.grpc import model_config_pb2
+
+    out: dict[str, Any] = {"name": t.name, "data_type": data_type or model_config_pb2.DataType.Name(t.data_type)}
+    out["dims"] = list(t.dims)
+    if not output and t.optional:
+        out["optional"] = True
+    if t.HasField("reshape"):
+        out["reshape"] = list(t.reshape.shape)
+    if not output and t.allow_ragged_batch:
+        out["ragged"] = True
+    return out
+
+
 def _unique(tensors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: set[str] = set()
     return [t for t in tensors if not (t["name"] in seen or seen.add(t["name"]))]
