@@ -121,7 +121,7 @@ def command(params):
     if params["chat_template"]:
         argv.append("--chat-template")
     if params["extra_inputs"]:
-        argv += ["--extra-inputs", ",".join(f"{k}:{v}" for k, v in params["extra_inputs"].items())]
+        argv += ["--extra-inputs-json", json.dumps(params["extra_inputs"], sort_keys=True)]
     return argv
 
 

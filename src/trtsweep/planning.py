@@ -186,10 +186,12 @@ def _extra_inputs(value: Any, field: str = "benchmark.extra_inputs") -> dict[str
     for key, item in value.items():
         if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise _fail(field, f"input name {key!r} must be letters, digits and '_'")
-        if isinstance(item, float) and item != item:
+        items = item if isinstance(item, list) else [item]  # a list: one tensor of that many elements
+        if any(isinstance(i, float) and i != i for i in items):
             raise _fail(f"{field}.{key}", "NaN is not a request input value")
-        if not isinstance(item, str | int | float | bool) or (isinstance(item, str) and ("," in item or not item)):
-            expected = "a number, boolean or non-empty string without ','"
+        scalars = all(isinstance(i, str | int | float | bool) and i != "" for i in items)
+        if not items or not scalars or len({type(i) for i in items}) > 1:
+            expected = "a number, boolean or non-empty string, or a non-empty list of one of them"
             raise _fail(f"{field}.{key}", f"expected {expected}, got {item!r}")
     return value
 
@@ -219,9 +221,13 @@ def _check_extra_inputs(point: dict[str, Any], field: str, inputs: dict[str, Any
             guess = [renamed[key]] if key in renamed else difflib.get_close_matches(key, sorted(tensors), n=1)
             hint = f"; did you mean {guess[0]!r}?" if guess else f"; it has {', '.join(sorted(tensors))}"
             raise _fail(f"{field}.{key}", f"the ensemble of TensorRT-LLM {version} has no input {key!r}{hint}")
-        types, expected = INPUT_VALUES.get(tensors[key]["data_type"], ((), "a value llm-perf cannot send"))
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            raise _fail(f"{field}.{key}", f"{key} is {tensors[key]['data_type']}: expected {expected}, got {value!r}")
+        kind, dims = tensors[key]["data_type"], tensors[key]["dims"]
+        types, expected = INPUT_VALUES.get(kind, ((), "a value llm-perf cannot send"))
+        items = value if isinstance(value, list) else [value]
+        if isinstance(value, list) and (len(dims) != 1 or dims[0] != -1):
+            raise _fail(f"{field}.{key}", f"{key} takes one value (dims {dims}), got the list {value!r}")
+        if any(not isinstance(i, types) or (isinstance(i, bool) and bool not in types) for i in items):
+            raise _fail(f"{field}.{key}", f"{key} is {kind}: expected {expected}, got {value!r}")
 
 
 def _benchmark(value: Any, base_dir: Path) -> dict[str, Any]:

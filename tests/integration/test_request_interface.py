@@ -159,3 +159,25 @@ def test_llm_perf_extra_inputs_reach_the_new_inputs(bls_server, demo_model, tmp_
     )  # fmt: skip
     (report,) = run(config)
     assert report.summary["succeeded"] == 2, report.summary
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_llm_perf_sends_list_valued_inputs(bls_server, demo_model, tmp_path, protocol):
+    """stop_words and embedding bias words are lists: --extra-inputs-json sends them as one tensor each."""
+    from trtsweep.perf.benchmark import run
+    from trtsweep.perf.cli import config_from_args, parser
+
+    data = tmp_path / "p.jsonl"
+    data.write_text(json.dumps({"input": QUESTION}) + "\n")
+    port = bls_server.grpc_port if protocol == "grpc" else bls_server.http_port
+    extra = {"top_k": 1, "stop_words": [" France", " Rome"], "embedding_bias_words": ["Paris"],
+             "embedding_bias_weights": [-100.0]}  # fmt: skip
+    args = parser().parse_args([
+        "-u", f"127.0.0.1:{port}", "-i", protocol, "-m", "ensemble", "--input-data", str(data),
+        "--tokenizer-path", str(demo_model.hf_dir), "--chat-template", "--concurrency", "1", "--num-requests", "1",
+        "--warmup-requests", "0", "--max-tokens", "24", "--extra-inputs-json", json.dumps(extra),
+        "--profile-export-file", str(tmp_path / "p.json"),
+    ])  # fmt: skip
+    (report,) = run(config_from_args(args))
+    (row,) = list(report.rows())
+    assert row["text"] == "The capital of France"

@@ -8,7 +8,7 @@ import pytest
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.benchmark import BenchmarkConfig
-from trtsweep.perf.cli import extra_inputs, int_list, slo_spec
+from trtsweep.perf.cli import extra_inputs, extra_inputs_json, int_list, slo_spec
 from trtsweep.perf.cli import parser as llm_perf_parser
 from trtsweep.perf.protocols import Endpoint
 from trtsweep.perf.runner import Level, arrival_offsets
@@ -49,8 +49,12 @@ def test_cli_value_parsers():
     assert int_list("1, 2,4") == [1, 2, 4]
     assert extra_inputs("top_k:1,temperature:0.5,stream:true,name:x") == {
         "top_k": 1, "temperature": 0.5, "stream": True, "name": "x"}  # fmt: skip
+    assert extra_inputs_json('{"stop_words": [" France", "."], "top_k": 1}') == {"stop_words": [" France", "."],
+                                                                                "top_k": 1}  # fmt: skip
     for parser, bad in ((slo_spec, "latency=5ms"), (slo_spec, "ttft=fast"), (int_list, "1,a"), (int_list, "0"),
-                        (extra_inputs, "top_k")):  # fmt: skip
+                        (extra_inputs, "top_k"), (extra_inputs_json, "[1]"), (extra_inputs_json, '{"a": []}'),
+                        (extra_inputs_json, '{"a": [1, "x"]}'), (extra_inputs_json, '{"a": {"b": 1}}'),
+                        (extra_inputs_json, "{nope")):  # fmt: skip
         with pytest.raises(argparse.ArgumentTypeError):
             parser(bad)
 

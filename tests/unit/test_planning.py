@@ -393,6 +393,12 @@ def test_a_model_entry_sets_request_inputs_for_its_points_over_the_sweeps():
          "return_log_probs is TYPE_BOOL: expected true or false, got 1"),
         ("model", {"top_k": 1.5}, "sweep field 'models[0].extra_inputs.top_k': top_k is TYPE_INT32: expected an "
          "integer, got 1.5"),
+        ("benchmark", {"top_k": [1, 2]}, "sweep field 'benchmark.extra_inputs.top_k': top_k takes one value "
+         "(dims [1]), got the list [1, 2]"),
+        ("benchmark", {"embedding_bias_weights": ["x"]}, "sweep field 'benchmark.extra_inputs.embedding_bias_weights': "
+         "embedding_bias_weights is TYPE_FP32: expected a number, got ['x']"),
+        ("benchmark", {"stop_words": []}, "sweep field 'benchmark.extra_inputs.stop_words': expected a number, "
+         "boolean or non-empty string, or a non-empty list of one of them, got []"),
     ],
 )  # fmt: skip
 def test_a_request_input_the_served_ensemble_lacks_fails_the_plan(where, inputs, message):
@@ -405,6 +411,12 @@ def test_a_request_input_the_served_ensemble_lacks_fails_the_plan(where, inputs,
     with pytest.raises(TrtsweepError) as err:
         expand(sweep(models=[model], benchmark=bench))
     assert str(err.value) == message
+
+
+def test_list_valued_request_inputs_pass_the_plan():
+    extra = {"stop_words": [" France", "."], "embedding_bias_words": ["Paris"], "embedding_bias_weights": [-5.0]}
+    bench = {"concurrency": [1], "input_data": "data/prompts.jsonl", "extra_inputs": extra}
+    assert expand(sweep(benchmark=bench))[0]["benchmark"]["extra_inputs"] == extra
 
 
 def test_request_inputs_follow_the_points_tensorrt_llm_version():

@@ -196,7 +196,7 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
         "max_tokens": (33, "max_tokens", 33),
         "chat_template": (True, "chat_template", True),
         "seed": (42, "seed", 42),
-        "extra_inputs": ({"top_k": 2, "temperature": 0.5}, "extra_inputs", {"top_k": 2, "temperature": 0.5}),
+        "extra_inputs": ({"top_k": 2, "temperature": 0.5}, "extra_inputs_json", {"top_k": 2, "temperature": 0.5}),
         "request_timeout": (123.5, "request_timeout", 123.5),
         "stall_timeout": (0, "stall_timeout", 0.0),  # 0 turns the check off; it must not become the default
         "connect_timeout": (4, "connect_timeout", 4.0),

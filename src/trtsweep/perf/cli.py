@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
@@ -117,6 +118,22 @@ def extra_inputs(text: str) -> dict[str, Any]:
     return out
 
 
+def extra_inputs_json(text: str) -> dict[str, Any]:
+    """A JSON object of input name -> a scalar or a non-empty list of scalars of one type."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object of input name -> value, got {text!r}")
+    for name, item in value.items():
+        items = item if isinstance(item, list) else [item]
+        scalars = all(isinstance(i, str | int | float | bool) for i in items)
+        if not items or not scalars or len({type(i) for i in items}) > 1:
+            raise argparse.ArgumentTypeError(f"{name}: expected a scalar or a non-empty list of one type, got {item!r}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="llm-perf",
@@ -162,6 +179,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--streaming", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--chat-template", action="store_true", help="wrap inputs with the tokenizer's chat template")
     p.add_argument("--extra-inputs", type=extra_inputs, default={}, help="extra request inputs, e.g. top_k:1")
+    p.add_argument(
+        "--extra-inputs-json", type=extra_inputs_json, default={}, metavar="JSON",
+        help="extra request inputs as a JSON object, lists included, over --extra-inputs, e.g. "
+        "'{\"stop_words\": [\" France\"], \"embedding_bias_words\": [\"Paris\"], \"embedding_bias_weights\": [-5.0]}'",
+    )  # fmt: skip
     p.add_argument("--scorer", help="extra accuracy scorer 'module:function' (prediction, reference) -> float")
     p.add_argument(
         "--server-metrics-url",
@@ -185,7 +207,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
-    extra = dict(args.extra_inputs)
+    extra = {**args.extra_inputs, **args.extra_inputs_json}
     if args.ignore_eos:
         extra.setdefault(*(("ignore_eos", True) if args.protocol == "openai" else ("end_id", IGNORE_EOS_END_ID)))
     endpoint = Endpoint(

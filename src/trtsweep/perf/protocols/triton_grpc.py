@@ -87,11 +87,18 @@ class TritonGrpc(Protocol):
             wanted.append(NUM_OUTPUT_TOKENS)
         self.outputs = [service_pb2.ModelInferRequest.InferRequestedOutputTensor(name=name) for name in wanted]
         # the tensors every request shares, built once
-        self.fixed_tensors = [self._tensor(name) for name in fixed]
-        self.fixed_contents = [encode(dtypes[name], value) for name, value in fixed.items()]
+        # a list value is one tensor of that many elements ([1, n] with a batch dimension)
+        values = {name: value if isinstance(value, list) else [value] for name, value in fixed.items()}
+        self.fixed_tensors = [
+            self._tensor(name, [*batch, len(v)] if isinstance(fixed[name], list) else None)
+            for name, v in values.items()
+        ]
+        self.fixed_contents = [b"".join(encode(dtypes[name], x) for x in v) for name, v in values.items()]
 
-    def _tensor(self, name: str) -> service_pb2.ModelInferRequest.InferInputTensor:
-        return service_pb2.ModelInferRequest.InferInputTensor(name=name, datatype=self.dtypes[name], shape=self.shape)
+    def _tensor(self, name: str, shape: list[int] | None = None) -> service_pb2.ModelInferRequest.InferInputTensor:
+        return service_pb2.ModelInferRequest.InferInputTensor(
+            name=name, datatype=self.dtypes[name], shape=shape or self.shape
+        )
 
     def _request(self, request: PreparedRequest) -> service_pb2.ModelInferRequest:
         ep = self.endpoint
