@@ -88,3 +88,15 @@ def test_a_serve_value_outside_the_choices_is_refused():
     spec = serve.ServeSpec(model="/m", options_file="/o.yaml", port=8000, log_level="loud")
     with pytest.raises(TrtsweepError, match="trtllm-serve --log_level: expected one of internal_error, error"):
         serve.argv("1.0", spec)
+
+
+def test_an_option_follows_its_release():
+    """1.1 replaced enable_mixed_sampler / enable_trtllm_sampler by sampler_type: each release takes only its own."""
+    options.build("1.0", point(llm_api={"enable_trtllm_sampler": True}))
+    with pytest.raises(TrtsweepError, match=r"llm_api\.enable_trtllm_sampler: TensorRT-LLM 1\.2's LLM API has no"):
+        options.build("1.2", point(llm_api={"enable_trtllm_sampler": True}))
+    options.build("1.2", point(llm_api={"sampler_type": "TorchSampler"}))
+    with pytest.raises(TrtsweepError, match=r"llm_api\.sampler_type: TensorRT-LLM 1\.0's LLM API has no"):
+        options.build("1.0", point(llm_api={"sampler_type": "TorchSampler"}))
+    with pytest.raises(TrtsweepError, match=r"llm_api\.sampler_type: expected one of"):
+        options.build("1.2", point(llm_api={"sampler_type": "fastest"}))
