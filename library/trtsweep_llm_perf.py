@@ -17,7 +17,12 @@ description:
     error classes; the files are written all the same.
 options:
   url: {type: str, required: true, description: "Server address, e.g. 127.0.0.1:8001."}
-  protocol: {type: str, choices: [grpc, http], default: grpc, description: "Server protocol."}
+  protocol: {type: str, choices: [grpc, http, openai], default: grpc, description: "Server protocol."}
+  endpoint:
+    type: str
+    choices: [chat, completions]
+    default: chat
+    description: "C(protocol=openai): /v1/chat/completions (messages) or /v1/completions (the prompt as templated here)."
   model: {type: str, default: ensemble, description: "Triton model name or OpenAI model."}
   concurrency: {type: list, elements: int, default: [1], description: "Closed-loop concurrency levels."}
   input_data: {type: path, required: true, description: "Prompts jsonl on the host."}
@@ -94,6 +99,7 @@ from ansible.module_utils.trtsweep_common import require_trtsweep, run_cli
 FLAGS = {
     "url": "--url",
     "protocol": "--protocol",
+    "endpoint": "--endpoint",
     "model": "--model",
     "input_data": "--input-data",
     "tokenizer_path": "--tokenizer-path",
@@ -129,7 +135,8 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "url": {"type": "str", "required": True},
-            "protocol": {"type": "str", "choices": ["grpc", "http"], "default": "grpc"},
+            "protocol": {"type": "str", "choices": ["grpc", "http", "openai"], "default": "grpc"},
+            "endpoint": {"type": "str", "choices": ["chat", "completions"], "default": "chat"},
             "model": {"type": "str", "default": "ensemble"},
             "concurrency": {"type": "list", "elements": "int", "default": [1]},
             "input_data": {"type": "path", "required": True},

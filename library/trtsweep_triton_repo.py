@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # Copyright: trtsweep contributors
 # Apache-2.0
-"""Ansible module: generate a Triton model repository of the inflight_batcher_llm layout."""
+"""Ansible module: generate a Triton model repository (inflight_batcher_llm layout, or the llmapi layout)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ description:
     steps wired to existing tensors).
   - Backend C(hf) serves an HF model with transformers in Triton's python backend; backend C(tensorrtllm)
     serves a trtllm-build engine with the TensorRT-LLM C++ backend, its config following C(trtllm_version).
+  - With C(params.layout=llmapi) (the PyTorch flow) it writes the C(llmapi) layout instead, one python model
+    C(tensorrt_llm) with C(1/model.yaml) (the LLM API arguments, checked against the release's LLM API, and
+    C(triton_config)); parameters as C(trtsweep.triton.llmapi.LlmapiRepo).
 options:
   dest:
     description: Directory of the model repository.
@@ -57,6 +60,19 @@ EXAMPLES = r"""
       kv_cache_free_gpu_mem_fraction: 0.5
       bls: true
       accumulate_tokens: true
+
+- name: The llmapi repository of a PyTorch-flow point (TensorRT-LLM 1.2)
+  trtsweep_triton_repo:
+    dest: /srv/trtsweep/points/p3/triton_repo
+    params:
+      layout: llmapi
+      backend: tensorrtllm
+      release: "1.2"
+      model: /models/Qwen2-7B-Instruct-FP8
+      options: {max_batch_size: 64, max_seq_len: 4096, tensor_parallel_size: 1, pipeline_parallel_size: 1}
+      max_batch_size: 64
+      decoupled: true
+      source_dir: /app/tensorrt_llm/triton_backend/all_models/llmapi/tensorrt_llm
 """
 
 RETURN = r"""
@@ -84,15 +100,20 @@ def main():
         supports_check_mode=True,
     )
     require_trtsweep(module)
-    from trtsweep.triton import repository
+    from trtsweep.triton import llmapi, repository
 
     params = module.params["params"]
-    files = run_or_fail(module, repository.render, params)
+    if params.get("layout") == "llmapi":  # the pytorch flow: one llmapi model, its LLM API options in model.yaml
+        files = run_or_fail(module, lambda p: llmapi.render(llmapi.from_params(p)), params)
+        resolved = params
+    else:
+        files = run_or_fail(module, repository.render, params)
+        resolved = repository.resolve(params)
     result = repository.write(files, Path(module.params["dest"]), check_mode=module.check_mode)
     out = {
         "changed": bool(result.changed),
         "changed_files": result.changed,
-        "params": repository.resolve(params),
+        "params": resolved,
         "dest": module.params["dest"],
     }
     if module._diff and result.diffs:

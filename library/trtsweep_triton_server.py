@@ -98,6 +98,23 @@ options:
     type: path
   lease_ttl: {type: float, default: 20, description: "Seconds without renewal after which the server is stopped."}
   results_file: {type: path, description: "C(state=renewed): an async job's results file (its C(results_file))."}
+  openai:
+    description:
+      - Serve with the PyTorch flow's OpenAI-compatible server instead of Triton (C(trtsweep.serve.openai_server)),
+        C(trtllm-serve) for backend C(tensorrtllm), C(python -m trtsweep.serve.hf_openai) for backend C(hf), on
+        C(http_port) alone, its command checked against the release's C(trtllm-serve) options. Its server id is the
+        model id it answers on C(GET /v1/models), a per-start link under C(served_dir) to C(model).
+    type: dict
+    suboptions:
+      backend: {type: str, choices: [tensorrtllm, hf], required: true, description: "What serves it."}
+      release: {type: str, required: true, description: "TensorRT-LLM release (major.minor) of the options."}
+      model: {type: path, required: true, description: "The checkpoint served."}
+      options_file: {type: path, required: true, description: "LLM API options (--extra_llm_api_options)."}
+      served_dir: {type: path, required: true, description: "Where the per-start model link is made."}
+      tp: {type: int, default: 1, description: "--tp_size."}
+      pp: {type: int, default: 1, description: "--pp_size."}
+      ep: {type: int, description: "--ep_size."}
+      executable: {type: str, default: trtllm-serve, description: "trtllm-serve of the install."}
 attributes:
   check_mode: {support: full}
   diff_mode: {support: none}
@@ -178,6 +195,12 @@ def _spec(module, server):
         lease_file=Path(p["lease_file"]) if p["lease_file"] else None,
         lease_ttl_s=p["lease_ttl"],
     )
+    if p["openai"]:  # the PyTorch flow's trtllm-serve (or the hf backend's counterpart)
+        o = p["openai"]
+        spec.openai = server.OpenAIServe(
+            backend=o["backend"], release=o["release"], model=Path(o["model"]), options_file=Path(o["options_file"]),
+            served_dir=Path(o["served_dir"]), tp=o["tp"], pp=o["pp"], ep=o["ep"], executable=o["executable"],
+        )  # fmt: skip
     if p["cache_dir"]:
         spec.cache_dir = Path(p["cache_dir"])
     spec.world_size, spec.mpirun, spec.leader_models = p["world_size"], p["mpirun"], p["leader_models"]
@@ -305,6 +328,20 @@ def main():
             "lease_file": {"type": "path"},
             "lease_ttl": {"type": "float", "default": 20.0},
             "results_file": {"type": "path"},
+            "openai": {
+                "type": "dict",
+                "options": {
+                    "backend": {"type": "str", "choices": ["tensorrtllm", "hf"], "required": True},
+                    "release": {"type": "str", "required": True},
+                    "model": {"type": "path", "required": True},
+                    "options_file": {"type": "path", "required": True},
+                    "served_dir": {"type": "path", "required": True},
+                    "tp": {"type": "int", "default": 1},
+                    "pp": {"type": "int", "default": 1},
+                    "ep": {"type": "int"},
+                    "executable": {"type": "str", "default": "trtllm-serve"},
+                },
+            },
         },
         supports_check_mode=True,
     )

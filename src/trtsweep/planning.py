@@ -40,10 +40,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trtsweep import verdict
+from trtsweep import flows, verdict
 from trtsweep.build.precisions import KV_CACHE_DTYPES
 from trtsweep.build.precisions import PRECISIONS as TRTLLM_PRECISIONS
-from trtsweep.build.versions import FAMILIES, parse
+from trtsweep.build.versions import FAMILIES
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.dataset import load_jsonl
 from trtsweep.triton import interface as triton_interface
@@ -66,7 +66,20 @@ TRTLLM_KEYS = {
 }
 PROTOCOLS = ("grpc", "http")
 AXES = ("models", "precisions", "parallelism", "max_batch_sizes", "lengths", "streaming")
-KNOWN = {"name", "backend", "trtllm", "triton", "benchmark", "placement", "slo", *AXES}
+KNOWN = {
+    "name",
+    "backend",
+    "flow",
+    "servers",
+    "pytorch",
+    "llm_api",
+    "trtllm",
+    "triton",
+    "benchmark",
+    "placement",
+    "slo",
+    *AXES,
+}
 PLACEMENT_MODES = ("exclusive", "pack")
 PLACEMENT_KEYS = {"mode", "gpus_per_point", "gpu_type", "min_gpu_memory_gb", "weights"}
 BENCHMARK_KEYS = {
@@ -174,6 +187,8 @@ def _model(index: int, entry: Any) -> dict[str, Any]:
     if not NAME.match(name):
         raise _fail(f"{field}.name", f"{name!r} must be letters, digits, '.', '_' or '-'")
     model = {"repo_id": entry["repo_id"], "name": name, "revision": entry.get("revision")}
+    if entry.get("flow") is not None:  # this model's flows, over the sweep's
+        model["flow"] = flows.parse_flows(f"{field}.flow", entry["flow"])
     if entry.get("extra_inputs") is not None:  # this model's points only, over benchmark.extra_inputs
         model["extra_inputs"] = _extra_inputs(entry["extra_inputs"], f"{field}.extra_inputs")
     return model
@@ -274,7 +289,7 @@ def _trtllm(backend: str, value: Any) -> dict[str, Any]:
         raise _fail("trtllm", f"unknown key(s) {sorted(unknown)}; known: {sorted(TRTLLM_KEYS)}")
     if not isinstance(value.get("version"), str):
         raise _fail("trtllm.version", "expected the TensorRT-LLM version as a string, e.g. '0.11.0'")
-    parse(value["version"])
+    flows.release_key(value["version"])  # each flow checks the release it needs (flows.release)
     if value.get("family") not in FAMILIES:
         raise _fail("trtllm.family", f"expected one of {FAMILIES}, got {value.get('family')!r}")
     if value.get("runtime", "native") not in ("native", "container"):
@@ -295,12 +310,17 @@ def _trtllm(backend: str, value: Any) -> dict[str, Any]:
     return {"runtime": "native", "python": "python3", "calibrate_on_prompts": False, **value}
 
 
-def _triton(backend: str, trtllm: dict[str, Any], value: Any) -> dict[str, Any]:
-    """triton_repo parameters for every point: keys trtsweep.triton.repository knows, extra_parameters keys of the
-    serving version's tensorrt_llm model; tensorrtllm: a version the repository step has facts for."""
+def _triton(backend: str, trtllm: dict[str, Any], value: Any, engine: bool) -> dict[str, Any]:
+    """triton_repo parameters for every engine-flow point: keys trtsweep.triton.repository knows, extra_parameters
+    keys of the serving version's tensorrt_llm model; tensorrtllm: a version the repository step has facts for.
+    (The pytorch flow's Triton model takes its settings from model.yaml: `pytorch:` and `llm_api:`.)"""
     value = value or {}
     if not isinstance(value, dict):
         raise _fail("triton", "expected a mapping of triton_repo parameters")
+    if not engine:
+        if value:
+            raise _fail("triton", "only for the engine flow's repository; the pytorch flow takes pytorch: and llm_api:")
+        return value
     version = value.get("trtllm_version") or trtllm.get("version")
     if backend == "tensorrtllm":
         try:
@@ -370,10 +390,18 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
     if backend not in BACKENDS:
         raise _fail("backend", f"expected one of {BACKENDS}, got {backend!r}")
     models = [_model(i, m) for i, m in enumerate(_list(sweep, "models"))]
+    sweep_flows = flows.parse_flows("flow", sweep.get("flow", "engine"))
+    servers = flows.parse_servers(sweep.get("servers"))
+    used_flows = {f for m in models for f in m.get("flow", sweep_flows)}
     precisions = _list(sweep, "precisions")
+    known = PRECISIONS[backend] + (
+        flows.PYTORCH_PRECISIONS if backend == "tensorrtllm" and "pytorch" in used_flows else ()
+    )
     for p in precisions:
-        if p not in PRECISIONS[backend]:
-            raise _fail("precisions", f"{p!r} is not supported by backend {backend}; expected {PRECISIONS[backend]}")
+        if p not in known:
+            raise _fail(
+                "precisions", f"{p!r} is not supported by backend {backend}; expected {tuple(dict.fromkeys(known))}"
+            )
     parallelism = []
     for i, par in enumerate(_list(sweep, "parallelism")):
         if not isinstance(par, dict):
@@ -397,7 +425,11 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
     if any(not isinstance(s, bool) for s in streaming):
         raise _fail("streaming", "expected a list of booleans")
     trtllm = _trtllm(backend, sweep.get("trtllm"))
-    triton = _triton(backend, trtllm, sweep.get("triton"))
+    for flow in sorted(used_flows):  # a release without a flow the sweep asks for fails before anything else
+        flows.release(backend, trtllm.get("version"), flow, "trtllm.version")
+    triton = _triton(backend, trtllm, sweep.get("triton"), "engine" in used_flows)
+    pytorch = flows.parse_pytorch(sweep.get("pytorch"))
+    llm_api = flows.parse_llm_api(sweep.get("llm_api"))
     benchmark = _benchmark(sweep.get("benchmark"), default_base_dir() if base_dir is None else base_dir)
     placement = _placement(backend, sweep.get("placement"))
 
@@ -405,43 +437,70 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
     for model, precision, (tp, pp), bs, (isl, osl), stream in itertools.product(
         models, precisions, parallelism, batch_sizes, lengths, streaming
     ):
-        extra = {**benchmark["extra_inputs"], **model.get("extra_inputs", {})}  # the model's over the sweep's
-        point_id = f"{model['name']}_{precision}_tp{tp}pp{pp}_bs{bs}_isl{isl}osl{osl}_{'stream' if stream else 'sync'}"
-        points.append(
-            {
-                "id": point_id,
-                "sweep": name,
-                "backend": backend,
-                "model": model,
-                "precision": precision,
-                "tp": tp,
-                "pp": pp,
-                "world_size": tp * pp,
-                "max_batch_size": bs,
-                "max_input_len": isl,
-                "max_output_len": osl,
-                "streaming": stream,
-                "triton": dict(triton),
-                "benchmark": {**benchmark, "extra_inputs": extra},
-                "trtllm": dict(trtllm),
-                "resources": {
-                    "gpus": tp * pp if backend == "tensorrtllm" else placement["gpus_per_point"],
-                    "gpu_type": placement["gpu_type"],
-                    "min_gpu_memory_gb": placement["min_gpu_memory_gb"],
-                },
-                "weight": _weight(point_id, placement["weights"]),
-                "placement_mode": placement["mode"],
-            }
-        )
+        field = f"models[{models.index(model)}].flow" if "flow" in model else "flow"
+        for flow, server in flows.variants(model.get("flow", sweep_flows), servers, field):
+            stem = f"{model['name']}_{precision}_tp{tp}pp{pp}_bs{bs}_isl{isl}osl{osl}_{'stream' if stream else 'sync'}"
+            point_id = stem + flows.id_suffix(flow, server)
+            if flow == "engine" and precision not in PRECISIONS[backend]:
+                raise _fail("precisions", f"{precision!r} has no engine-flow recipe; expected {PRECISIONS[backend]}")
+            flows.check_precision(backend, flow, precision, trtllm.get("kv_cache_dtype"))
+            release = flows.release(backend, trtllm.get("version"), flow, field)
+            point = _point(point_id, name, backend, model, precision, (tp, pp), bs, (isl, osl), stream,
+                           triton if flow == "engine" else {}, benchmark, trtllm, placement)  # fmt: skip
+            point |= {"flow": flow, "server": server, "config": stem}
+            if flow == "pytorch":
+                point["llm_api_release"] = release
+                point["llm_api"] = flows.llm_api_options(point, str(release), pytorch, llm_api)
+                inputs = point["benchmark"]["extra_inputs"]
+                extra_field = (
+                    f"models[{models.index(model)}].extra_inputs"
+                    if "extra_inputs" in model
+                    else "benchmark.extra_inputs"
+                )
+                point["benchmark"]["extra_inputs"] = flows.request_inputs(server, str(release), inputs, extra_field)
+            points.append(point)
     ids = [p["id"] for p in points]
     if len(set(ids)) != len(ids):
         raise _fail("models", "two models share a name; give each a distinct 'name'")
-    _check_triton_values(points, triton)
+    _check_triton_values([p for p in points if p["flow"] == "engine"], triton)
     for point in points:
+        if point["flow"] != "engine":
+            continue  # flows.request_inputs named them for the point's server
         index = models.index(point["model"])
         _check_extra_inputs(point, "benchmark.extra_inputs", benchmark["extra_inputs"])
         _check_extra_inputs(point, f"models[{index}].extra_inputs", point["model"].get("extra_inputs", {}))
     return points
+
+
+def _point(point_id: str, name: str, backend: str, model: dict[str, Any], precision: str, par: tuple[int, int],
+           bs: int, lengths: tuple[int, int], stream: bool, triton: dict[str, Any], benchmark: dict[str, Any],
+           trtllm: dict[str, Any], placement: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    (tp, pp), (isl, osl) = par, lengths
+    extra = {**benchmark["extra_inputs"], **model.get("extra_inputs", {})}  # the model's over the sweep's
+    return {
+        "id": point_id,
+        "sweep": name,
+        "backend": backend,
+        "model": model,
+        "precision": precision,
+        "tp": tp,
+        "pp": pp,
+        "world_size": tp * pp,
+        "max_batch_size": bs,
+        "max_input_len": isl,
+        "max_output_len": osl,
+        "streaming": stream,
+        "triton": dict(triton),
+        "benchmark": {**benchmark, "extra_inputs": extra},
+        "trtllm": dict(trtllm),
+        "resources": {
+            "gpus": tp * pp if backend == "tensorrtllm" else placement["gpus_per_point"],
+            "gpu_type": placement["gpu_type"],
+            "min_gpu_memory_gb": placement["min_gpu_memory_gb"],
+        },
+        "weight": _weight(point_id, placement["weights"]),
+        "placement_mode": placement["mode"],
+    }
 
 
 def _check_triton_values(points: list[dict[str, Any]], triton: dict[str, Any]) -> None:

@@ -205,6 +205,41 @@ def _comparison(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> str:
             f"{''.join(body)}</table>")  # fmt: skip
 
 
+FLOW_COMPARE = (("out tok/s", "output_token_throughput", 1), ("TTFT p99 ms", "ttft_p99_ms", 0),
+                ("TPOT p50 ms", "tpot_p50_ms", 1), ("ok", "success_rate", 3), ("rougeL", "rougeL", 3))  # fmt: skip
+
+
+def variant(row: dict[str, Any]) -> str:
+    """How a row's configuration was served: engine flow on Triton, PyTorch flow on Triton or on trtllm-serve."""
+    return f"{row['flow']} / {row['server']}"
+
+
+def flows_compared(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """config -> variant -> its rows, for every configuration measured by more than one flow or server."""
+    groups: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for row in rows:
+        groups.setdefault(row["config"], {}).setdefault(variant(row), []).append(row)
+    return {config: found for config, found in groups.items() if len(found) > 1}
+
+
+def _flows(rows: Sequence[dict[str, Any]]) -> str:
+    """Each configuration served more than one way, side by side: rows (configuration, concurrency)."""
+    tables = []
+    for config, found in flows_compared(rows).items():
+        head = "".join(f'<th colspan="{len(FLOW_COMPARE)}">{html.escape(v)}</th>' for v in found)
+        sub = "".join(f"<th>{name}</th>" for _ in found for name, _, _ in FLOW_COMPARE)
+        body = []
+        for conc in sorted({r["concurrency"] for mine in found.values() for r in mine}):
+            cells = []
+            for mine in found.values():
+                row = next((r for r in mine if r["concurrency"] == conc), None)
+                cells += [_td(row, col, d) if row else "<td>-</td>" for _, col, d in FLOW_COMPARE]
+            body.append(f"<tr><th>{conc}</th>{''.join(cells)}</tr>")
+        tables.append(f'<h3>{html.escape(config)}</h3><table class="flows"><tr><th rowspan="2">concurrency</th>{head}'
+                      f"</tr><tr>{sub}</tr>{''.join(body)}</table>")  # fmt: skip
+    return "".join(tables)
+
+
 def _results(rows: Sequence[dict[str, Any]], verdict: dict[str, Any], label: dict[str, str]) -> str:
     best = verdict.get("best")
     head = "".join(f"<th>{name}</th>" for name, _, _ in TABLE) + "<th>SLOs missed</th>"
@@ -274,6 +309,7 @@ latencies in ms; TPOT = (E2E - TTFT) / (output tokens - 1); tok/s/user = 1000 / 
 results.csv.</p>
 <h2>Verdict</h2>{verdict_html}
 {common}{charts}
+{"<h2>Flows and servers (same configuration)</h2>" + _flows(rows) if flows_compared(rows) else ""}
 <h2>Side by side (rows: concurrency)</h2>{_comparison(rows, label) if rows else "<p>nothing measured</p>"}
 <h2>Every configuration and load level</h2>{_results(rows, verdict, label) if rows else "<p>nothing measured</p>"}
 <h2>Failures</h2>{_failures(records)}

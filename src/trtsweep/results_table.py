@@ -22,8 +22,10 @@ from trtsweep.fileio import atomic_write_text
 
 LATENCIES = ("ttft", "tpot", "icl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99")
-SETTINGS = ("model", "model_revision", "backend", "precision", "tp", "pp", "world_size", "max_batch_size",
-            "max_input_len", "max_output_len", "streaming", "protocol")  # fmt: skip
+# config: the point's configuration whatever flow and server measure it (the id less its flow/server part)
+SETTINGS = ("model", "model_revision", "backend", "flow", "server", "config", "precision", "tp", "pp", "world_size",
+            "max_batch_size", "max_input_len", "max_output_len", "streaming", "protocol")  # fmt: skip
+OWN = ("model", "model_revision", "protocol", "flow", "server", "config")  # not copied from point.json as they are
 WHERE = ("host", "gpus", "gpu_ids", "run_id", "settings_hash", "trtsweep", "trtsweep_build", "tensorrt_llm", "triton")
 LOAD = ("concurrency", "requests", "succeeded", "failed", "success_rate", "errors", "abandoned")
 THROUGHPUT = ("request_throughput", "output_token_throughput", "input_token_throughput", "output_tok_s_per_gpu",
@@ -87,8 +89,12 @@ def _point_columns(point_dir: Path, point: dict[str, Any], status: dict[str, Any
         "point": point_dir.name,
         "model": point.get("model", {}).get("repo_id"),
         "model_revision": repo.get("model_revision") or point.get("model", {}).get("revision"),
-        **{key: point.get(key) for key in SETTINGS if key not in ("model", "model_revision", "protocol")},
-        "protocol": point.get("benchmark", {}).get("protocol"),
+        **{key: point.get(key) for key in SETTINGS if key not in OWN},
+        # points of runs before the pytorch flow are engine-flow points served by Triton
+        "flow": point.get("flow", "engine"),
+        "server": point.get("server", "triton"),
+        "config": point.get("config", point_dir.name),
+        "protocol": "openai" if point.get("server") == "trtllm-serve" else point.get("benchmark", {}).get("protocol"),
         "host": status.get("host"),
         "gpus": len(gpus),
         "gpu_ids": ",".join(str(g) for g in gpus),

@@ -111,13 +111,16 @@ def role_variables(point: dict[str, Any], only: str | None = None) -> dict[str, 
         if "ansible.builtin.set_fact" in task:
             context.update(_template(task["ansible.builtin.set_fact"], variables))
         include = task.get("ansible.builtin.include_role")
-        if include is None or include.get("tasks_from") or only not in (None, include["name"]):
+        if include is None or include.get("tasks_from") == "stop":
+            continue
+        name = include["name"] + (f":{include['tasks_from']}" if include.get("tasks_from") else "")
+        if only not in (None, name):
             continue
         when = task.get("when")
         if when is not None and not _template(trust_as_template("{{ " + str(when) + " }}"), variables):
             continue
         rendered = _template(task.get("vars") or {}, variables)
-        roles[include["name"]] = {**roles.get(include["name"], {}), **rendered}
+        roles[name] = {**roles.get(name, {}), **rendered}
     return roles
 
 
@@ -186,6 +189,9 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
     other = tmp_path / "other.jsonl"
     other.write_text('{"input": "hi", "output": "hello"}\n')
     point_id = "qwen_fp16_tp1pp1_bs4_isl512osl64_stream"  # of trt_sweep()
+    pytorch_flow = {"flow": "pytorch", "trtllm": {"version": "1.2.0"}}
+    pytorch_options = {"max_batch_size": 4, "max_input_len": 512, "max_seq_len": 576, "tensor_parallel_size": 1,
+                       "pipeline_parallel_size": 1, "dtype": "float16"}  # fmt: skip
     # benchmark key: (value in the sweep, attribute of llm-perf's parsed command line, what llm-perf must get)
     benchmark: dict[str, tuple[Any, str, Any]] = {
         "protocol": ("http", "protocol", "http"),
@@ -222,6 +228,17 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
                        "llm_perf": {"llm_perf_streaming": False}}),
         "triton": ({"triton": {"max_queue_delay_microseconds": 100}},
                    {"triton_repo": {"triton_repo_overrides": {"max_queue_delay_microseconds": 100}}}),
+        "flow": ({**pytorch_flow, "servers": ["triton"]},
+                 {"quantize": {"quantize_flow": "pytorch"}, "triton_repo": {"triton_repo_layout": "llmapi"},
+                  "llm_perf": {"llm_perf_model": "tensorrt_llm"}}),
+        "servers": ({**pytorch_flow, "servers": ["trtllm-serve"]},
+                    {"llm_perf": {"llm_perf_protocol": "openai", "llm_perf_model": "trtsweep-0001"}}),
+        "pytorch": ({**pytorch_flow, "pytorch": {"enable_chunked_prefill": True}},
+                    {"trtllm_build:llm_api_options": {"trtllm_build_llm_api_options": {
+                        **pytorch_options, "enable_chunked_prefill": True}}}),
+        "llm_api": ({**pytorch_flow, "llm_api": {"enable_iter_perf_stats": True}},
+                    {"trtllm_build:llm_api_options": {"trtllm_build_llm_api_options": {
+                        **pytorch_options, "enable_iter_perf_stats": True}}}),
     }  # fmt: skip
     trtllm: dict[str, tuple[Any, dict[str, dict[str, Any]]]] = {
         "version": ("0.12.0", {"quantize": {"quantize_trtllm_version": "0.12.0"},

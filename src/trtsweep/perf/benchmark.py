@@ -31,7 +31,8 @@ from trtsweep.perf.stats import summarize
 
 DEFAULT_MAX_TOKENS = 128
 SCORE_BATCH = 8192  # requests read back from the spool and scored together (in parallel when many)
-IDENTIFIABLE = ("grpc", "http")  # protocols whose servers report an id in their metadata (Triton)
+# protocols whose servers report an id: Triton's server metadata; an OpenAI server's model id (trtsweep's trtllm-serve)
+IDENTIFIABLE = ("grpc", "http", "openai")
 IDENTITY_PHASES = {"before": "before the first request", "after": "after the last request"}
 
 
@@ -82,7 +83,7 @@ class BenchmarkConfig:
     def check_identity_option(self) -> None:
         if self.expect_server_id is not None and self.protocol not in IDENTIFIABLE:
             raise TrtsweepError(
-                f"--expect-server-id needs a Triton protocol ({', '.join(IDENTIFIABLE)}), not {self.protocol!r}"
+                f"--expect-server-id needs one of the protocols {', '.join(IDENTIFIABLE)}, not {self.protocol!r}"
             )
 
     def as_dict(self) -> dict[str, Any]:

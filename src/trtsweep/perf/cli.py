@@ -195,8 +195,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--expect-server-id",
         metavar="ID",
-        help="grpc/http (Triton): the server id (tritonserver --id) the server must report before the first and "
-        "after the last request of every level; otherwise that level fails and llm-perf exits non-zero",
+        help="the server id the server must report before the first and after the last request of every level "
+        "(grpc/http: Triton's tritonserver --id; openai: the first model id of GET /v1/models); otherwise that "
+        "level fails and llm-perf exits non-zero",
     )
     p.add_argument(
         "--stall-timeout", type=seconds(True), default=60.0,

@@ -31,8 +31,9 @@ from pathlib import Path
 from trtsweep.errors import TrtsweepError
 from trtsweep.fileio import atomic_write_text
 from trtsweep.mounts import container_volumes, repository_paths
-from trtsweep.serve import supervisor
+from trtsweep.serve import openai_server, supervisor
 from trtsweep.serve.local_runtime import LocalRuntime
+from trtsweep.serve.openai_server import OpenAIServe
 
 RUNTIMES = ("local", "native", "container")
 LOG_TAIL_LINES = 25
@@ -81,15 +82,23 @@ class ServerSpec:
     # the run's lease (see serve/supervisor.py): the server is stopped when it is not renewed for lease_ttl_s
     lease_file: Path | None = None
     lease_ttl_s: float = 20.0
+    # set: not Triton but the PyTorch flow's OpenAI-compatible server (trtllm-serve), on http_port alone
+    openai: OpenAIServe | None = None
+
+    @property
+    def kind(self) -> str:
+        return "triton" if self.openai is None else "openai"
 
     def ports(self) -> dict[str, int]:
+        if self.openai is not None:
+            return {"http": self.http_port}
         return {"http": self.http_port, "grpc": self.grpc_port, "metrics": self.metrics_port}
 
     def health_url(self) -> str:
         host = "127.0.0.1" if self.bind_address in ("0.0.0.0", "") else self.bind_address
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.http_port}/v2/health/ready"
+        return f"http://{host}:{self.http_port}" + ("/v2/health/ready" if self.openai is None else "/health")
 
 
 def new_server_id() -> str:
@@ -188,6 +197,12 @@ def build_command(spec: ServerSpec, server_id: str | None = None) -> tuple[list[
     """
     _check_spec(spec)
     env = server_environment(spec)
+    if spec.openai is not None:
+        argv = openai_server.argv(spec.openai, spec.bind_address, spec.http_port, server_id)
+        if spec.runtime == "container":
+            o = spec.openai
+            argv = _in_container(spec, argv, [o.model, o.options_file.parent, o.served_dir])
+        return argv, env
     binary, extra = spec.tritonserver, []
     if spec.runtime == "local":
         runtime = LocalRuntime.discover()
@@ -199,12 +214,13 @@ def build_command(spec: ServerSpec, server_id: str | None = None) -> tuple[list[
     return argv, env
 
 
-def _in_container(spec: ServerSpec, inner: list[str]) -> list[str]:
+def _in_container(spec: ServerSpec, inner: list[str], paths: list[Path] | None = None) -> list[str]:
     c = spec.container
     if c is None:
         raise TrtsweepError("the container runtime needs a container image (triton_serve_container_image)")
     # the repository, what its config.pbtxt files point at (tokenizer, engine) and what their links need
-    volumes = container_volumes([spec.model_repository, *repository_paths(spec.model_repository), *c.mounts])
+    served = paths if paths is not None else [spec.model_repository, *repository_paths(spec.model_repository)]
+    volumes = container_volumes([*served, *c.mounts])
     return docker_run(c, spec.visible_devices, volumes, inner)
 
 
@@ -277,7 +293,7 @@ def busy_ports(address: str, ports: dict[str, int]) -> dict[str, int]:
 
 
 def _check_ports(spec: ServerSpec) -> None:
-    if len(set(spec.ports().values())) != 3:
+    if len(set(spec.ports().values())) != len(spec.ports()):
         raise TrtsweepError(f"http, grpc and metrics ports must differ, got {spec.ports()}")
     busy = busy_ports(spec.bind_address, spec.ports())
     if busy:
@@ -332,6 +348,7 @@ class ServerState:
     visible_devices: str | None = None
     lease_file: str | None = None  # the run's lease (serve/supervisor.py); None: runs until stopped
     state_file: str = ""  # where this state is saved (the supervisor's exit record lies beside it)
+    kind: str = "triton"  # triton | openai (trtllm-serve: its id is the model id of GET /v1/models)
 
     def save(self, path: Path) -> None:
         atomic_write_text(path, json.dumps(asdict(self), indent=2) + "\n")
@@ -375,8 +392,10 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
         raise TrtsweepError(f"model repository {spec.model_repository} does not exist")
     _check_ports(spec)
     server_id = new_server_id()
+    if spec.openai is not None:  # its identity: the model id it answers with, a link of this start's own
+        server_id = str(openai_server.link(spec.openai, server_id))
     argv, env = build_command(spec, server_id)
-    repo_hash = repository_hash(spec.model_repository)
+    repo_hash = served_hash(spec)
     spec.log_file.parent.mkdir(parents=True, exist_ok=True)
     pid, ticks = _supervised(spec, argv, env, state_file)
     state = ServerState(
@@ -395,6 +414,7 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
         visible_devices=spec.visible_devices,
         lease_file=str(spec.lease_file) if spec.lease_file else None,
         state_file=str(state_file),
+        kind=spec.kind,
     )
     state.save(state_file)
     return state
@@ -508,9 +528,18 @@ def _foreign(answer: Answer | None, state: ServerState) -> bool:
     return answer is not None and answer.server_id != state.server_id
 
 
+def served_hash(spec: ServerSpec) -> str:
+    """What a start serves: the model repository's files (Triton), the checkpoint and options (openai)."""
+    return repository_hash(spec.model_repository) if spec.openai is None else openai_server.content_hash(spec.openai)
+
+
 def _identity(state: ServerState) -> tuple[bool, Answer | None]:
     """(True, None) when both the HTTP and gRPC ports answer with our id; (False, answer) when another server
     answers one of them; (False, None) while they do not answer (yet)."""
+    if state.kind == "openai":
+        answered, model = openai_server.model_id(state.host, state.ports["http"])
+        answer = Answer("http", state.ports["http"], model) if answered else None
+        return (True, None) if model == state.server_id else (False, answer if model is not None else None)
     http = http_answer(state.host, state.ports["http"])
     if http is None or _foreign(http, state):
         return False, http
@@ -568,8 +597,9 @@ def wait_ready(state: ServerState, timeout_s: float) -> float:
         time.sleep(0.25)
     stop(state)
     tail = log_tail(Path(state.log_file))
+    name = "triton" if state.kind == "triton" else "trtllm-serve"
     raise TrtsweepError(
-        f"triton server {reason}: {failure_cause(Path(state.log_file))} (log: {state.log_file})\n{tail}"
+        f"{name} server {reason}: {failure_cause(Path(state.log_file))} (log: {state.log_file})\n{tail}"
     )
 
 
@@ -593,10 +623,12 @@ def adoption_differences(old: ServerState, spec: ServerSpec) -> list[str]:
     differences = []
     argv, _ = build_command(spec)
     was, now = strip_server_id(old.argv), strip_server_id(argv)
+    if spec.openai is not None:  # its per-start part is the served model link
+        was = [str(spec.openai.model) if a == old.server_id else a for a in was]
     if was != now:
         gone, added = [a for a in was if a not in now], [a for a in now if a not in was]
         differences.append(f"command line (was {gone}, now {added})" if gone or added else "command line order")
-    if old.repository_hash != repository_hash(spec.model_repository):
+    if old.repository_hash != served_hash(spec):
         differences.append(f"model repository contents ({spec.model_repository})")
     if old.visible_devices != spec.visible_devices:
         differences.append(f"visible_devices (was {old.visible_devices!r}, now {spec.visible_devices!r})")

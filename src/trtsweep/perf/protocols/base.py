@@ -9,12 +9,22 @@ from __future__ import annotations
 
 import abc
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from trtsweep.errors import TrtsweepError
 
 NUM_OUTPUT_TOKENS = "num_output_tokens"  # Triton output: tokens in this response (trtsweep's ensembles)
+# the ensemble's request inputs -> their names in the PyTorch flow's Triton `llmapi` model
+LLMAPI_NAMES = {"max_tokens": "sampling_param_max_tokens", "stream": "streaming"}
+
+
+def served_name(name: str, inputs: Collection[str]) -> str:
+    """`name` as the served model calls it: the ensemble's own, or the llmapi model's counterpart where only that
+    one is served (so one request works against both flows' Triton repositories)."""
+    other = LLMAPI_NAMES.get(name)
+    return other if name not in inputs and other in inputs else name
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,20 @@ class OpenAI(Protocol):
                 self._usage(payload, result)
         result.mark_end()
 
+    async def server_id(self) -> str:
+        """The model id `GET /v1/models` names first: trtllm-serve answers with its model argument, which trtsweep
+        makes a link of each start's own (serve/openai_server.py), so it identifies the server."""
+        url = f"{self._base()}/v1/models"
+        async with asyncio.timeout(self.endpoint.connect_timeout_s), self.session.get(url) as resp:
+            if resp.status != 200:
+                raise ServerError(f"GET /v1/models answered HTTP {resp.status}")
+            payload = await resp.json(content_type=None)
+        data = payload.get("data") if isinstance(payload, dict) else None
+        first = data[0].get("id") if isinstance(data, list) and data and isinstance(data[0], dict) else None
+        if not isinstance(first, str):
+            raise ServerError("GET /v1/models answered without a model id")
+        return first
+
     async def close(self) -> None:
         if getattr(self, "session", None) is not None:
             await self.session.close()

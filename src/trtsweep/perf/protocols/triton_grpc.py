@@ -16,7 +16,7 @@ import grpc
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.perf.protocols.base import NUM_OUTPUT_TOKENS, PreparedRequest, Protocol, RequestResult
+from trtsweep.perf.protocols.base import NUM_OUTPUT_TOKENS, PreparedRequest, Protocol, RequestResult, served_name
 
 MAX_MESSAGE = 1 << 30
 PACK = {"BOOL": "?", "INT8": "b", "UINT8": "B", "INT16": "h", "UINT16": "H", "INT32": "i", "UINT32": "I",
@@ -75,12 +75,13 @@ class TritonGrpc(Protocol):
         batch = [1] if config.max_batch_size > 0 else []
         dtypes = {t.name: model_config_pb2.DataType.Name(t.data_type)[len("TYPE_") :] for t in config.input}
         dtypes = {k: "BYTES" if v == "STRING" else v for k, v in dtypes.items()}
-        for name in (ep.text_input_name, ep.max_tokens_name, *ep.extra_inputs):
+        self.max_tokens_name = served_name(ep.max_tokens_name, dtypes)
+        for name in (ep.text_input_name, self.max_tokens_name, *ep.extra_inputs):
             if name not in dtypes:
                 raise TrtsweepError(f"model {ep.model!r} has no input {name!r}; it has {sorted(dtypes)}")
         fixed = dict(ep.extra_inputs)
-        if "stream" in dtypes:
-            fixed.setdefault("stream", ep.streaming)
+        if served_name("stream", dtypes) in dtypes:
+            fixed.setdefault(served_name("stream", dtypes), ep.streaming)
         self.dtypes, self.shape = dtypes, [*batch, 1]
         wanted = [ep.text_output_name]
         if any(t.name == NUM_OUTPUT_TOKENS and t.data_type == model_config_pb2.TYPE_INT32 for t in config.output):
@@ -105,10 +106,10 @@ class TritonGrpc(Protocol):
         self.next_id += 1
         req = service_pb2.ModelInferRequest(
             model_name=ep.model, id=str(self.next_id),
-            inputs=[self._tensor(ep.text_input_name), self._tensor(ep.max_tokens_name), *self.fixed_tensors],
+            inputs=[self._tensor(ep.text_input_name), self._tensor(self.max_tokens_name), *self.fixed_tensors],
             outputs=self.outputs,
             raw_input_contents=[encode("BYTES", request.prompt.encode()),
-                                encode(self.dtypes[ep.max_tokens_name], request.max_tokens), *self.fixed_contents],
+                                encode(self.dtypes[self.max_tokens_name], request.max_tokens), *self.fixed_contents],
         )  # fmt: skip
         if self.decoupled:
             req.parameters["triton_enable_empty_final_response"].bool_param = True

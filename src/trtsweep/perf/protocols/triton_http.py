@@ -11,7 +11,14 @@ from time import perf_counter_ns
 import aiohttp
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.perf.protocols.base import NUM_OUTPUT_TOKENS, Endpoint, PreparedRequest, Protocol, RequestResult
+from trtsweep.perf.protocols.base import (
+    NUM_OUTPUT_TOKENS,
+    Endpoint,
+    PreparedRequest,
+    Protocol,
+    RequestResult,
+    served_name,
+)
 
 
 class ServerError(Exception):
@@ -52,15 +59,16 @@ class TritonHttp(Protocol):
             ) from exc
         self.decoupled = bool(config.get("model_transaction_policy", {}).get("decoupled", False))
         names = {t["name"] for t in config.get("input", [])}
-        self.has_stream_input = "stream" in names
+        self.stream_name = served_name("stream", names) if served_name("stream", names) in names else None
+        self.max_tokens_name = served_name(ep.max_tokens_name, names)
         self.url_stream = f"{url}/generate_stream"
         self.url_single = f"{url}/generate"
 
     async def send(self, request: PreparedRequest, result: RequestResult) -> None:
         ep = self.endpoint
-        body: dict[str, object] = {ep.text_input_name: request.prompt, ep.max_tokens_name: request.max_tokens}
-        if self.has_stream_input:
-            body["stream"] = ep.streaming
+        body: dict[str, object] = {ep.text_input_name: request.prompt, self.max_tokens_name: request.max_tokens}
+        if self.stream_name:
+            body[self.stream_name] = ep.streaming
         body.update(ep.extra_inputs)
         use_stream = ep.streaming or self.decoupled
         result.mark_sent()

@@ -1,0 +1,92 @@
+"""The PyTorch flow's second server: `trtllm-serve` (OpenAI-compatible), or its hf-backend counterpart.
+
+server.py starts, supervises, health-checks and stops it like Triton; this module holds what differs:
+
+- the command: `trtllm-serve <model> --backend pytorch --host --port --tp_size --pp_size [--ep_size]
+  --extra_llm_api_options <file>` built and checked by llmapi.serve.argv against the release's click options;
+  the hf backend runs `python -m trtsweep.serve.hf_openai` with the same arguments (checked the same way);
+- its identity: trtllm-serve has no server id option, but `GET /v1/models` answers with the model argument as
+  given. Every start serves the checkpoint through a link of its own, `<served_dir>/trtsweep-<hex>` -> the
+  checkpoint, so the model id *is* the server id: a port answered by another server (another point packed on
+  the host, a leftover) names another model and is never taken for ours;
+- health: `GET /health`; one port (HTTP; trtllm-serve's /metrics is on it too, JSON, not Prometheus).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.llmapi import serve as llmapi_serve
+
+BACKENDS = ("tensorrtllm", "hf")
+HF_SERVER = ("-m", "trtsweep.serve.hf_openai")
+
+
+@dataclass
+class OpenAIServe:
+    backend: str  # tensorrtllm: trtllm-serve; hf: trtsweep.serve.hf_openai
+    release: str  # the release whose trtllm-serve options the command is checked against
+    model: Path  # the checkpoint served
+    options_file: Path  # the point's LLM API options (--extra_llm_api_options)
+    served_dir: Path  # where each start's model link is made (the server's identity)
+    tp: int = 1
+    pp: int = 1
+    ep: int | None = None
+    executable: str = "trtllm-serve"
+
+
+def served_path(openai: OpenAIServe, server_id: str | None) -> Path:
+    """The model argument of one start: its own link to the checkpoint (the checkpoint itself when no id)."""
+    return openai.served_dir / server_id if server_id else openai.model
+
+
+def link(openai: OpenAIServe, server_id: str) -> Path:
+    path = served_path(openai, server_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    path.symlink_to(openai.model.resolve(), target_is_directory=True)
+    return path
+
+
+def argv(openai: OpenAIServe, host: str, port: int, server_id: str | None) -> list[str]:
+    if openai.backend not in BACKENDS:
+        raise TrtsweepError(f"openai server backend: expected one of {BACKENDS}, got {openai.backend!r}")
+    spec = llmapi_serve.ServeSpec(
+        model=str(served_path(openai, server_id)), options_file=str(openai.options_file), port=port, host=host,
+        tp=openai.tp, pp=openai.pp, ep=openai.ep, executable=openai.executable,
+    )  # fmt: skip
+    out = llmapi_serve.argv(openai.release, spec)
+    return [sys.executable, *HF_SERVER, *out[1:]] if openai.backend == "hf" else out
+
+
+def content_hash(openai: OpenAIServe) -> str:
+    """What a start serves, for adoption: the checkpoint's path and config, and the options file's bytes."""
+    digest = hashlib.sha256(str(openai.model.resolve()).encode())
+    for path in (openai.model / "config.json", openai.options_file):
+        digest.update(path.read_bytes() if path.is_file() else b"-")
+    return digest.hexdigest()
+
+
+def model_id(host: str, port: int, timeout_s: float = 2.0) -> tuple[bool, str | None]:
+    """(answered, the first model id of GET /v1/models); (False, None) when nothing answers."""
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/v1/models"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            body = resp.read(1 << 16)
+    except urllib.error.HTTPError:
+        return True, None
+    except (urllib.error.URLError, OSError):
+        return False, None
+    try:
+        data = json.loads(body).get("data") or []
+        first = data[0].get("id") if isinstance(data[0], dict) else None
+    except (ValueError, AttributeError, IndexError):
+        return True, None
+    return True, first if isinstance(first, str) else None
