@@ -403,6 +403,11 @@ def write_bundle(
             f"point {point_id}: status {status.get('status')!r}, not ok; only a measured point can be handed off"
         )
     point, repo = _json(point_dir / "point.json"), _json(point_dir / "repository.json")
+    if point.get("flow", "engine") != "engine":  # its bundle (model.yaml / trtllm-serve launch) is not written yet
+        raise TrtsweepError(
+            f"point {point_id}: a {point['flow']}-flow point ({point.get('server')}); the handoff bundle covers "
+            "engine-flow points: hand off its LLM API options (llm_api_options.yml) and checkpoint by hand"
+        )
     summary = _json(point_dir / "llm_perf.summary.json")
     name = re.sub(r"[^a-z0-9-]+", "-", f"trtsweep-{point['sweep']}-{point_id}".lower()).strip("-")[:63].rstrip("-")
     image = image or (point.get("trtllm") or {}).get("container_image")
