@@ -22,7 +22,7 @@ options:
     type: str
     choices: [chat, completions]
     default: chat
-    description: "C(protocol=openai): /v1/chat/completions (messages) or /v1/completions (the prompt as templated here)."
+    description: "C(protocol=openai): /v1/chat/completions (messages) or /v1/completions (the prompt templated here)."
   model: {type: str, default: ensemble, description: "Triton model name or OpenAI model."}
   concurrency: {type: list, elements: int, default: [1], description: "Closed-loop concurrency levels."}
   input_data: {type: path, required: true, description: "Prompts jsonl on the host."}

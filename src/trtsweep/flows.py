@@ -28,7 +28,7 @@ FLOWS = ("engine", "pytorch")
 SERVERS = ("triton", "trtllm-serve")
 HF_RELEASE = "1.2"
 # precisions of the pytorch flow (tensorrtllm): the HF checkpoint's own dtype, or a ModelOpt quantization
-PYTORCH_PRECISIONS = ("bf16", "fp16", "fp8", "nvfp4", "int4_awq", "w4a8_awq", "int8_sq")
+PYTORCH_PRECISIONS = ("bf16", "fp16", "fp8", "nvfp4", "int4_awq", "w4a8_awq")  # no int8_sq: modelopt.py says why
 UNQUANTIZED_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}
 PYTORCH_KEYS = {
     "max_num_tokens": "tokens one forward pass may batch (null: the release's default)",

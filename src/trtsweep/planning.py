@@ -63,6 +63,7 @@ TRTLLM_KEYS = {
     "kv_cache_dtype": "int8 | fp8 KV cache, or null",
     "calib_size": "calibration samples (quantize.py / SmoothQuant)",
     "calibrate_on_prompts": "calibrate on the benchmark's own prompts instead of the tool's default dataset",
+    "modelopt_dir": "pytorch flow: ModelOpt's checkout holding examples/llm_ptq (quantizes fp8, nvfp4, int4_awq, ...)",
 }
 PROTOCOLS = ("grpc", "http")
 AXES = ("models", "precisions", "parallelism", "max_batch_sizes", "lengths", "streaming")
@@ -294,7 +295,7 @@ def _trtllm(backend: str, value: Any) -> dict[str, Any]:
         raise _fail("trtllm.family", f"expected one of {FAMILIES}, got {value.get('family')!r}")
     if value.get("runtime", "native") not in ("native", "container"):
         raise _fail("trtllm.runtime", f"expected native or container, got {value.get('runtime')!r}")
-    for key in ("dir", "python", "container_image"):
+    for key in ("dir", "python", "container_image", "modelopt_dir"):
         if value.get(key) is not None:
             if not isinstance(value[key], str) or not value[key]:
                 raise _fail(f"trtllm.{key}", f"expected a non-empty string, got {value[key]!r}")

@@ -39,8 +39,12 @@ def sweep(**over):
 
 
 def trt(version: str = "1.2.0", **over):
-    base = {"backend": "tensorrtllm", "precisions": ["fp16"], "parallelism": [{"tp": 2, "pp": 1}],
-            "trtllm": {"version": version, "family": "qwen", "dir": "/app/tensorrt_llm"}}
+    base = {
+        "backend": "tensorrtllm",
+        "precisions": ["fp16"],
+        "parallelism": [{"tp": 2, "pp": 1}],
+        "trtllm": {"version": version, "family": "qwen", "dir": "/app/tensorrt_llm"},
+    }
     return sweep(**{**base, **over})
 
 
@@ -67,7 +71,10 @@ def test_both_flows_and_both_servers_make_one_point_each_sharing_the_configurati
 
 def test_a_model_entry_flow_overrides_the_sweeps():
     models = [{"repo_id": "A/a", "name": "a"}, {"repo_id": "B/b", "name": "b", "flow": "pytorch"}]
-    assert [(p["model"]["name"], p["flow"]) for p in expand(sweep(models=models))] == [("a", "engine"), ("b", "pytorch")]
+    assert [(p["model"]["name"], p["flow"]) for p in expand(sweep(models=models))] == [
+        ("a", "engine"),
+        ("b", "pytorch"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -137,8 +144,15 @@ def release_tree(tmp_path: Path, release: str) -> Path:
 @pytest.mark.parametrize("release", RELEASES)
 def test_the_llmapi_repository_of_each_release(tmp_path, release):
     point = next(p for p in expand(trt(f"{release}.0", flow="pytorch")))
-    spec = llmapi.LlmapiRepo(backend="tensorrtllm", release=release, model="/models/qwen", options=point["llm_api"],
-                             max_batch_size=4, decoupled=True, source_dir=str(release_tree(tmp_path, release)))
+    spec = llmapi.LlmapiRepo(
+        backend="tensorrtllm",
+        release=release,
+        model="/models/qwen",
+        options=point["llm_api"],
+        max_batch_size=4,
+        decoupled=True,
+        source_dir=str(release_tree(tmp_path, release)),
+    )
     files = llmapi.render(spec)
     assert sorted(files) == ["tensorrt_llm/1/helpers.py", "tensorrt_llm/1/model.py", "tensorrt_llm/1/model.yaml",
                              "tensorrt_llm/config.pbtxt"]  # fmt: skip

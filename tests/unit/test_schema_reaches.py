@@ -254,6 +254,7 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
                                                 "triton_serve": {"triton_serve_container_image": "nvcr.io/x/trt:1"}}),
         "kv_cache_dtype": ("fp8", {"quantize": {"quantize_kv_cache_dtype": "fp8"}}),
         "calib_size": (64, {"quantize": {"quantize_calib_size": 64}}),
+        "modelopt_dir": ("/opt/modelopt", {"quantize": {"quantize_modelopt_dir": "/opt/modelopt"}}),
         "calibrate_on_prompts": (True, {"quantize": {
             "quantize_calib_data": f"/work/walk/{point_id}/prompts.jsonl"}}),
     }  # fmt: skip

@@ -4,7 +4,7 @@ Input: a prompts jsonl as used by the benchmark (``{"input": ..., "output": <ref
 record becomes one calibration text: the prompt followed by its reference answer (what the served model
 sees and produces), so the activation statistics come from the user's own traffic.
 
-How the tools read a local ``--calib_dataset`` directory (both with ``datasets.load_dataset(<dir>, ...)``):
+How the tools read a local dataset directory (each with ``datasets.load_dataset``):
 
 - quantize.py (``tensorrt_llm/quantization/quantize_by_modelopt.py``, ``get_calib_dataloader``): a local
   directory whose name mentions neither cnn_dailymail, pileval nor scienceqa is loaded with
@@ -13,8 +13,13 @@ How the tools read a local ``--calib_dataset`` directory (both with ``datasets.l
   come from ``DEFAULT_HF_DATASET_META``, matched by substring of the path; without a match both are None and
   the load fails, so the directory's name contains ``lambada`` (split ``validation``, column ``text``):
   ``<root>/lambada/validation.jsonl``.
+- hf_ptq.py (ModelOpt ``examples/llm_ptq``, the PyTorch flow; ``modelopt/torch/utils/dataset_utils.py``):
+  ``--dataset`` takes only names of its dataset table, loaded with ``load_dataset(<path>, name=..., split="train",
+  streaming=True)``; a local directory at that path relative to the working directory wins over the Hub, so the
+  tool runs in ``<root>`` with ``--dataset pg19`` (column ``text``): ``<root>/pg19/train.jsonl``, next to the
+  dataset card that llmapi.modelopt writes (ModelOpt 0.35+ ask for config ``v1.0``).
 
-Both files hold the same texts, cycled up to the calibration size (SmoothQuant calibration indexes
+All files hold the same texts, cycled up to the calibration size (SmoothQuant calibration indexes
 ``calib_size`` samples and would run past a shorter list). The directory is keyed by the content's hash.
 """
 
@@ -33,6 +38,7 @@ DEFAULT_SIZE = 512
 LAYOUT = {
     "quantize.py": Path("modelopt") / "train.jsonl",
     "convert_checkpoint.py": Path("lambada") / "validation.jsonl",
+    "hf_ptq.py": Path("pg19") / "train.jsonl",
 }
 
 

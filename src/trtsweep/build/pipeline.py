@@ -10,7 +10,7 @@ timings and log into the point's results (``checkpoint.json``/``.log``, ``trtllm
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -176,3 +176,69 @@ def build_engine(
         lambda: engine.check_engine(out, spec.tp, spec.pp, opts.max_batch_size, opts.max_input_len, seq),
     )
     return _finish(out, log, argv, results_dir, "trtllm_build", {**base, **made})
+
+
+@dataclass(frozen=True)
+class ModeloptSpec:
+    """The PyTorch flow's checkpoint: the HF model as it is (bf16/fp16, or already quantized by ModelOpt as the point
+    asks), else exported by ModelOpt's hf_ptq.py (llmapi.modelopt) into ``<cache>/checkpoints/modelopt-...``."""
+
+    release: str  # TensorRT-LLM major.minor (its ModelOpt and hf_ptq.py options)
+    precision: str
+    model_dir: str
+    modelopt_dir: str = ""  # ModelOpt's checkout (examples/llm_ptq/hf_ptq.py) as the tool sees it
+    kv_cache_dtype: str | None = None
+    model_id: str | None = None
+    model_revision: str | None = None
+    calib_data: str | None = None  # the user's prompts: calibrate on them
+    calib_size: int | None = None
+    extra_flags: dict[str, Any] = field(default_factory=dict)
+
+
+def prepare_modelopt_checkpoint(
+    spec: ModeloptSpec, cache_dir: Path, runtime: runner.Runtime, *, results_dir: str | None = None,
+    hf_token: str | None = None, check_mode: bool = False,
+) -> Outcome:  # fmt: skip
+    """The checkpoint a PyTorch-flow point serves: reused as downloaded when it already is what the point asks for
+    (a pre-quantized ModelOpt checkpoint, or bf16/fp16), else made (or reused) under the artifact lock."""
+    from trtsweep.llmapi import modelopt
+
+    found = modelopt.check_prequantized(spec.release, Path(spec.model_dir), spec.precision, spec.kv_cache_dtype)
+    if found is not None or (modelopt.PRECISIONS[spec.precision] is None and not spec.kv_cache_dtype):
+        entry = {"checkpoint_dir": spec.model_dir, "tool": None, "reused": True, "prequantized": found, "command": []}
+        return _finish(Path(spec.model_dir), Path(spec.model_dir) / "-", [], results_dir, "checkpoint", entry)
+    calib = None
+    if spec.calib_data:
+        calib = modelopt.prepare_calibration(Path(spec.calib_data), cache_dir, spec.calib_size, write=False)
+    quantize = modelopt.QuantizeSpec(
+        precision=spec.precision, model_dir=spec.model_dir, tool_dir=spec.modelopt_dir, python=runtime.python,
+        kv_cache_dtype=spec.kv_cache_dtype, model_id=spec.model_id, model_revision=spec.model_revision, calib=calib,
+        calib_size=spec.calib_size, extra_flags=spec.extra_flags,
+    )  # fmt: skip
+    if not spec.modelopt_dir:
+        raise TrtsweepError(f"precision {spec.precision} is quantized with ModelOpt: set trtllm.modelopt_dir (its "
+                            "checkout holding examples/llm_ptq)")  # fmt: skip
+    out = modelopt.output_dir(cache_dir, spec.release, quantize)
+    inner = modelopt.command(spec.release, replace(quantize, export_dir=str(out)))
+    paths = [spec.model_dir, str(cache_dir), spec.modelopt_dir]
+    argv = runtime.wrap(inner, paths, f"trtsweep-{out.name}")
+    log = out / "trtsweep-hf_ptq.log"
+    base = {"checkpoint_dir": str(out), "tool": "hf_ptq.py", "trtllm_version": spec.release, "command": argv}
+    done = artifacts.marker(out)
+    if done is not None:
+        return _finish(out, log, argv, results_dir, "checkpoint",
+                       {**base, "reused": True, "duration_s": done.get("duration_s")})  # fmt: skip
+    if check_mode:
+        return Outcome(str(out), argv, True, False, str(log))
+    if calib:
+        modelopt.prepare_calibration(Path(spec.calib_data or ""), cache_dir, spec.calib_size)
+
+    def check() -> dict[str, Any]:
+        made = modelopt.check_prequantized(spec.release, out, spec.precision, spec.kv_cache_dtype)
+        if made is None:
+            raise TrtsweepError(f"hf_ptq.py finished but {out} carries no ModelOpt quantization (hf_quant_config.json)")
+        return {"quantization": made}
+
+    env = {"HF_TOKEN": hf_token} if hf_token else None
+    made = _make(out, argv, log, modelopt.inputs(spec.release, quantize), runtime, "hf_ptq.py", check, env)
+    return _finish(out, log, argv, results_dir, "checkpoint", {**base, **made})

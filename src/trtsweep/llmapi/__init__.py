@@ -1,1 +1,1 @@
-"""TensorRT-LLM's PyTorch flow (1.0+): LLM API options, the `trtllm-serve` command, checked per release."""
+"""TensorRT-LLM's PyTorch flow (1.0+): LLM API options, `trtllm-serve`, ModelOpt quantization, checked per release."""
