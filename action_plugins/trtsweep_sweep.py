@@ -50,4 +50,5 @@ class ActionModule(ActionBase):
             "name": sweep.get("name"),
             "backend": sweep.get("backend", "hf"),
             "trtllm_version": trtllm.get("version"),
+            "trtllm_image": trtllm.get("container_image"),
         }

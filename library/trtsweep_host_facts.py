@@ -24,6 +24,10 @@ options:
   docker: {type: str, default: docker, description: "docker CLI of the container runtime."}
   container_image: {type: str, description: "Image of the container runtime."}
   trtllm_version: {type: str, description: "TensorRT-LLM version the points declare (checked when set)."}
+  trtllm_version_declared:
+    type: str
+    description: "The host group's declared TensorRT-LLM (inventory trtsweep_trtllm_version): must be the points'."
+  trtllm_image: {type: str, description: "The sweep's TensorRT-LLM image; a tag naming a release must be the points'."}
   trtllm_python: {type: str, default: python3, description: "Python of the TensorRT-LLM install."}
 attributes:
   check_mode: {support: full}
@@ -66,6 +70,8 @@ def main():
             "docker": {"type": "str", "default": "docker"},
             "container_image": {"type": "str"},
             "trtllm_version": {"type": "str"},
+            "trtllm_version_declared": {"type": "str"},
+            "trtllm_image": {"type": "str"},
             "trtllm_python": {"type": "str", "default": "python3"},
         },
         supports_check_mode=True,
@@ -84,7 +90,7 @@ def main():
         module.fail_json(msg=str(exc))
     problems, found = hostfacts.preflight(
         Path(p["cache_dir"]), p["min_free_gb"], p["runtime"], p["tritonserver"], p["docker"],
-        p["container_image"], p["trtllm_version"], p["trtllm_python"],
+        p["container_image"], p["trtllm_version"], p["trtllm_python"], p["trtllm_version_declared"], p["trtllm_image"],
     )  # fmt: skip
     module.exit_json(
         changed=False,

@@ -130,6 +130,32 @@ def trtllm_version(python: str, timeout_s: float = 120) -> tuple[str | None, str
     return out.stdout.strip(), None
 
 
+def image_tag_version(image: str) -> str | None:
+    """The TensorRT-LLM release an image's tag names (nvcr.io/nvidia/tensorrt-llm/release:1.2.0 -> 1.2.0), None
+    when the tag names none (tritonserver:25.10-trtllm-python-py3 says Triton's release, not TensorRT-LLM's)."""
+    from trtsweep.build.versions import VERSION_RE
+
+    name = image.rsplit("/", 1)[-1]
+    tag = name.split(":", 1)[1] if ":" in name else ""
+    return tag.lstrip("v") if tag and VERSION_RE.match(tag) and "." in tag else None
+
+
+def version_problems(wanted: str | None, declared: str | None, images: list[str]) -> list[str]:
+    """The host group's declared TensorRT-LLM (trtsweep_trtllm_version) and the images' tags against the version the
+    sweep's points need: a host of another release takes none of its points."""
+    if not wanted:
+        return []
+    problems = []
+    if declared and declared.strip().lstrip("v") != wanted.strip().lstrip("v"):
+        problems.append(f"this host declares TensorRT-LLM {declared} (trtsweep_trtllm_version); the sweep's points "
+                        f"need {wanted}")  # fmt: skip
+    for image in images:
+        tagged = image_tag_version(image)
+        if tagged is not None and tagged != wanted.strip().lstrip("v"):
+            problems.append(f"image {image} is TensorRT-LLM {tagged}; the sweep's points need {wanted}")
+    return problems
+
+
 def preflight(
     cache_dir: Path,
     min_free_gb: float,
@@ -139,6 +165,8 @@ def preflight(
     container_image: str | None = None,
     trtllm_version_wanted: str | None = None,
     trtllm_python: str = "python3",
+    trtllm_version_declared: str | None = None,
+    trtllm_image: str | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     """(problems, what was found): one line per problem, nothing changed on the host."""
     problems = [p for p in (_python_problem(), _runtime_problem(runtime, tritonserver, docker, container_image)) if p]
@@ -149,6 +177,8 @@ def preflight(
             f"{min_free_gb:g} GiB (trtsweep_min_free_gb)"
         )
     found: dict[str, Any] = {"free_bytes": free, "python": sys.executable, "trtllm_version": None}
+    images = [i for i in (container_image, trtllm_image) if i and runtime == "container"]
+    problems += version_problems(trtllm_version_wanted, trtllm_version_declared, images)
     if trtllm_version_wanted and runtime != "container":
         version, why = trtllm_version(trtllm_python)
         found["trtllm_version"] = version

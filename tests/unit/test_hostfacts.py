@@ -62,3 +62,22 @@ def test_preflight_checks_the_trtllm_version_of_the_install(tmp_path):
                                           trtllm_python=str(fake))  # fmt: skip
     assert problems == ["tensorrt_llm 0.12.0 on this host; the sweep's points declare 0.11.0"]
     assert found["trtllm_version"] == "0.12.0"
+
+
+def test_preflight_checks_the_host_groups_declared_release_and_the_image_tags(tmp_path, monkeypatch):
+    monkeypatch.setattr(hostfacts, "_runtime_problem", lambda *a: None)  # no docker here: the tags are the subject
+    problems, _ = hostfacts.preflight(
+        tmp_path, 0, "container", container_image="nvcr.io/nvidia/tritonserver:25.10-trtllm-python-py3",
+        trtllm_version_wanted="1.2.0", trtllm_version_declared="1.1.0",
+        trtllm_image="nvcr.io/nvidia/tensorrt-llm/release:1.1.0",
+    )  # fmt: skip
+    assert problems == [
+        "this host declares TensorRT-LLM 1.1.0 (trtsweep_trtllm_version); the sweep's points need 1.2.0",
+        "image nvcr.io/nvidia/tensorrt-llm/release:1.1.0 is TensorRT-LLM 1.1.0; the sweep's points need 1.2.0",
+    ]
+    same, _ = hostfacts.preflight(tmp_path, 0, "container", trtllm_version_wanted="1.2.0",
+                                  trtllm_version_declared="1.2.0",
+                                  trtllm_image="nvcr.io/nvidia/tensorrt-llm/release:1.2.0")  # fmt: skip
+    assert same == []
+    assert hostfacts.image_tag_version("registry:5000/trt/release:v1.2.0rc7") == "1.2.0rc7"
+    assert hostfacts.image_tag_version("nvcr.io/nvidia/tritonserver:24.07-trtllm-python-py3") is None
