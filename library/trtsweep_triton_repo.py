@@ -70,7 +70,6 @@ EXAMPLES = r"""
       release: "1.2"
       model: /models/Qwen2-7B-Instruct-FP8
       options: {max_batch_size: 64, max_seq_len: 4096, tensor_parallel_size: 1, pipeline_parallel_size: 1}
-      max_batch_size: 64
       decoupled: true
       source_dir: /app/tensorrt_llm/triton_backend/all_models/llmapi/tensorrt_llm
 """

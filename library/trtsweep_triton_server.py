@@ -195,8 +195,9 @@ def _spec(module, server):
         lease_file=Path(p["lease_file"]) if p["lease_file"] else None,
         lease_ttl_s=p["lease_ttl"],
     )
-    if p["openai"]:  # the PyTorch flow's trtllm-serve (or the hf backend's counterpart)
+    if p["openai"]:  # the PyTorch flow's trtllm-serve (or the hf backend's counterpart): it serves a checkpoint
         o = p["openai"]
+        spec.model_repository = Path(o["model"])
         spec.openai = server.OpenAIServe(
             backend=o["backend"], release=o["release"], model=Path(o["model"]), options_file=Path(o["options_file"]),
             served_dir=Path(o["served_dir"]), tp=o["tp"], pp=o["pp"], ep=o["ep"], executable=o["executable"],

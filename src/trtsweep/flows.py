@@ -169,6 +169,7 @@ def llm_api_options(point: dict[str, Any], release_name: str, pytorch: dict[str,
 
 # an ensemble input (the engine flow's names, which sweeps use) -> its name in the OpenAI request body
 OPENAI_FIELDS = {"runtime_top_k": "top_k", "runtime_top_p": "top_p", "random_seed": "seed", "stop_words": "stop"}
+EXCLUDE_INPUT = "sampling_param_exclude_input_from_output"
 # ... and in the llmapi model, where it is not sampling_param_<name>
 LLMAPI_INPUTS = {"runtime_top_k": "sampling_param_top_k", "runtime_top_p": "sampling_param_top_p",
                  "random_seed": "sampling_param_seed", "seed": "sampling_param_seed",
@@ -191,4 +192,6 @@ def request_inputs(server: str, release: str, inputs: dict[str, Any], field: str
         if name not in names:
             raise _fail(f"{field}.{key}", f"the llmapi model (TensorRT-LLM {release}) has no input {key!r} or {name!r}")
         out[name] = value
+    if EXCLUDE_INPUT in names:  # the llmapi model answers prompt + output unless told (the ensemble: output only)
+        out.setdefault(EXCLUDE_INPUT, True)
     return out

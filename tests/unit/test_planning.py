@@ -106,8 +106,10 @@ def test_tensorrtllm_points_carry_the_build_installation():
 @pytest.mark.parametrize(
     ("over", "message"),
     [
-        ({"version": "0.6.0"}, "'trtllm.version': TensorRT-LLM 0.6.0 has no engine flow (trtllm-build): that flow is "
-         "0.8 .. 1.2"),
+        (
+            {"version": "0.6.0"},
+            "'trtllm.version': TensorRT-LLM 0.6.0 has no engine flow (trtllm-build): that flow is 0.8 .. 1.2",
+        ),
         ({"family": "mistral"}, "sweep field 'trtllm.family'"),
         ({"runtime": "k8s"}, "sweep field 'trtllm.runtime'"),
         ({"colour": 1}, "sweep field 'trtllm': unknown key(s) ['colour']"),

@@ -65,7 +65,9 @@ def test_both_flows_and_both_servers_make_one_point_each_sharing_the_configurati
         "max_batch_size": 4, "max_input_len": 512, "max_seq_len": 576, "tensor_parallel_size": 1,
         "pipeline_parallel_size": 1, "dtype": "float32"}  # fmt: skip
     # the sweep's request inputs under each server's names
-    assert on_triton["benchmark"]["extra_inputs"] == {"sampling_param_top_k": 1}
+    # the llmapi model answers the prompt too unless told not to (the ensemble answers the output only)
+    assert on_triton["benchmark"]["extra_inputs"] == {"sampling_param_top_k": 1,
+                                                      "sampling_param_exclude_input_from_output": True}  # fmt: skip
     assert on_serve["benchmark"]["extra_inputs"] == {"top_k": 1}
 
 
@@ -149,7 +151,6 @@ def test_the_llmapi_repository_of_each_release(tmp_path, release):
         release=release,
         model="/models/qwen",
         options=point["llm_api"],
-        max_batch_size=4,
         decoupled=True,
         source_dir=str(release_tree(tmp_path, release)),
     )
@@ -158,12 +159,12 @@ def test_the_llmapi_repository_of_each_release(tmp_path, release):
                              "tensorrt_llm/config.pbtxt"]  # fmt: skip
     assert files["tensorrt_llm/1/model.py"] == f"# model.py of {release}\n"
     model_yaml = yaml.safe_load(files["tensorrt_llm/1/model.yaml"])
-    assert model_yaml.pop("triton_config") == {"max_batch_size": 4, "decoupled": True}
+    assert model_yaml.pop("triton_config") == {"max_batch_size": 0, "decoupled": True}  # the LLM API batches
     assert model_yaml.pop("backend") == "pytorch" and model_yaml.pop("model") == "/models/qwen"
     assert model_yaml == point["llm_api"]
     args.check_options(release, model_yaml)
     config = repository._parse("config.pbtxt", files["tensorrt_llm/config.pbtxt"])
-    assert config.max_batch_size == 4 and config.model_transaction_policy.decoupled
+    assert config.max_batch_size == 0 and config.model_transaction_policy.decoupled
     names = [t.name for t in config.input]
     recorded = llmapi.recorded_inputs(release)
     if recorded:  # generated from the record: every recorded tensor, as recorded
@@ -175,7 +176,7 @@ def test_the_llmapi_repository_of_each_release(tmp_path, release):
 
 def test_the_hf_llmapi_repository_serves_the_recorded_tensors():
     spec = llmapi.LlmapiRepo(backend="hf", release="1.2", model="/models/smol", options={"max_batch_size": 4},
-                             max_batch_size=4, decoupled=False, hf={"device": "cpu"})  # fmt: skip
+                             decoupled=False, hf={"device": "cpu"})  # fmt: skip
     files = llmapi.render(spec)
     assert "TritonPythonModel" in files["tensorrt_llm/1/model.py"]
     assert yaml.safe_load(files["tensorrt_llm/1/model.yaml"])["trtsweep_hf"] == {"device": "cpu"}
@@ -192,11 +193,10 @@ def test_the_hf_llmapi_repository_serves_the_recorded_tensors():
         ({"backend": "tensorrtllm", "source_dir": None}, "the llmapi model of TensorRT-LLM 1.2 comes from its source "
          "tree: set trtllm.dir"),
         ({"backend": "tensorrtllm", "source_dir": "/nonexistent/llmapi"}, "/nonexistent/llmapi/1/model.py: not found"),
-        ({"max_batch_size": 0}, "max_batch_size: expected an integer >= 1, got 0"),
     ],
 )  # fmt: skip
 def test_a_bad_llmapi_repository_is_refused_in_one_line(over, message):
-    base = {"backend": "hf", "release": "1.2", "model": "/m", "options": {}, "max_batch_size": 4, "decoupled": True}
+    base = {"backend": "hf", "release": "1.2", "model": "/m", "options": {}, "decoupled": True}
     with pytest.raises(TrtsweepError) as err:
         llmapi.render(llmapi.from_params({**base, **over}))
     assert message in str(err.value)
@@ -217,7 +217,7 @@ def openai(tmp_path: Path, backend: str = "tensorrtllm", release: str = "1.2") -
 @pytest.mark.parametrize("release", RELEASES)
 def test_the_trtllm_serve_command_of_each_release(tmp_path, release):
     spec = openai(tmp_path, release=release)
-    argv, _ = server.build_command(spec, str(tmp_path / "served" / "trtsweep-00ff"))
+    argv, _ = server.build_command(spec, "trtsweep-00ff")
     assert argv[:2] == ["trtllm-serve", str(tmp_path / "served" / "trtsweep-00ff")]
     flags = [a for a in argv[2:] if a.startswith("--")]
     assert set(flags) <= set(args.table(release)["serve"]["options"])
@@ -228,18 +228,19 @@ def test_the_trtllm_serve_command_of_each_release(tmp_path, release):
 
 
 def test_the_hf_backend_runs_trtsweeps_counterpart_with_the_same_arguments(tmp_path):
-    argv, _ = server.build_command(openai(tmp_path, backend="hf"), "/x/served/trtsweep-1")
-    assert argv[:4] == [sys.executable, "-m", "trtsweep.serve.hf_openai", "/x/served/trtsweep-1"]
+    argv, _ = server.build_command(openai(tmp_path, backend="hf"), "trtsweep-1")
+    assert argv[:4] == [sys.executable, "-m", "trtsweep.serve.hf_openai", str(tmp_path / "served" / "trtsweep-1")]
     assert "--extra_llm_api_options" in argv
 
 
 def test_each_start_serves_through_a_link_of_its_own_and_adoption_ignores_it(tmp_path):
     spec = openai(tmp_path)
     first = openai_server.link(spec.openai, "trtsweep-aa")
-    assert first.is_symlink() and first.resolve() == spec.openai.model.resolve()
-    argv, _ = server.build_command(spec, str(first))
+    assert first.is_symlink() and first.resolve() == spec.openai.model.resolve() and first.name == "trtsweep-aa"
+    argv, _ = server.build_command(spec, "trtsweep-aa")
+    assert argv[1] == str(first)
     old = server.ServerState(pid=1, start_ticks=1, argv=argv, ports=spec.ports(), bind_address="127.0.0.1",
-                             health_url=spec.health_url(), log_file="l", server_id=str(first),
+                             health_url=spec.health_url(), log_file="l", server_id="trtsweep-aa",
                              repository_hash=server.served_hash(spec), kind="openai")  # fmt: skip
     differences = server.adoption_differences(old, spec)
     assert all(not d.startswith(("command line", "model repository")) for d in differences), differences
@@ -251,7 +252,7 @@ def test_the_container_runtime_mounts_the_checkpoint_options_and_links(tmp_path)
     spec = openai(tmp_path)
     spec.runtime = "container"
     spec.container = server.ContainerSpec(image="nvcr.io/nvidia/tensorrt-llm/release:1.2.0", name="serve-1")
-    argv, _ = server.build_command(spec, str(tmp_path / "served" / "trtsweep-1"))
+    argv, _ = server.build_command(spec, "trtsweep-1")
     volumes = [argv[i + 1] for i, a in enumerate(argv) if a in ("-v", "--volume")]
     for path in (spec.openai.model, tmp_path, tmp_path / "served"):
         assert any(v.split(":")[0] == str(path.resolve()) for v in volumes), (path, volumes)

@@ -5,10 +5,11 @@ server.py starts, supervises, health-checks and stops it like Triton; this modul
 - the command: `trtllm-serve <model> --backend pytorch --host --port --tp_size --pp_size [--ep_size]
   --extra_llm_api_options <file>` built and checked by llmapi.serve.argv against the release's click options;
   the hf backend runs `python -m trtsweep.serve.hf_openai` with the same arguments (checked the same way);
-- its identity: trtllm-serve has no server id option, but `GET /v1/models` answers with the model argument as
-  given. Every start serves the checkpoint through a link of its own, `<served_dir>/trtsweep-<hex>` -> the
-  checkpoint, so the model id *is* the server id: a port answered by another server (another point packed on
-  the host, a leftover) names another model and is never taken for ours;
+- its identity: trtllm-serve has no server id option, but `GET /v1/models` names its model: the last component
+  of the model argument when that is a directory (OpenAIServer), else the argument. Every start serves the
+  checkpoint through a link of its own, `<served_dir>/trtsweep-<hex>` -> the checkpoint, so the model id is the
+  start's server id: a port answered by another server (another point packed on the host, a leftover) names
+  another model and is never taken for ours;
 - health: `GET /health`; one port (HTTP; trtllm-serve's /metrics is on it too, JSON, not Prometheus).
 """
 

@@ -392,8 +392,8 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
         raise TrtsweepError(f"model repository {spec.model_repository} does not exist")
     _check_ports(spec)
     server_id = new_server_id()
-    if spec.openai is not None:  # its identity: the model id it answers with, a link of this start's own
-        server_id = str(openai_server.link(spec.openai, server_id))
+    if spec.openai is not None:  # its identity: the model id it answers with, the name of a link of its own
+        openai_server.link(spec.openai, server_id)
     argv, env = build_command(spec, server_id)
     repo_hash = served_hash(spec)
     spec.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -624,7 +624,8 @@ def adoption_differences(old: ServerState, spec: ServerSpec) -> list[str]:
     argv, _ = build_command(spec)
     was, now = strip_server_id(old.argv), strip_server_id(argv)
     if spec.openai is not None:  # its per-start part is the served model link
-        was = [str(spec.openai.model) if a == old.server_id else a for a in was]
+        served = str(openai_server.served_path(spec.openai, old.server_id))
+        was = [str(spec.openai.model) if a == served else a for a in was]
     if was != now:
         gone, added = [a for a in was if a not in now], [a for a in now if a not in was]
         differences.append(f"command line (was {gone}, now {added})" if gone or added else "command line order")

@@ -9,7 +9,9 @@
 config.pbtxt: generated from the release's recorded llmapi tensors (llmapi/args/<release>.json `llmapi_model`)
 when trtsweep has them; otherwise the release's own config.pbtxt from its source tree, unchanged. Either way
 `max_batch_size` and the decoupled policy are written to match model.yaml's `triton_config` (Triton reads the
-config's values first, so they must agree). model.yaml's LLM arguments are checked against the release's LLM
+config's values first, so they must agree). Triton's own batching is off (`max_batch_size: 0`): the llmapi model
+takes one 1-D `text_input` per request, as upstream's requires; the LLM API batches in flight, up to the point's
+`max_batch_size` LLM API option. model.yaml's LLM arguments are checked against the release's LLM
 API (llmapi.args.check_options) before anything is written.
 """
 
@@ -36,7 +38,6 @@ class LlmapiRepo:
     release: str  # the LLM API table the options were checked against (major.minor)
     model: str  # the checkpoint the model loads (HF directory, ModelOpt-quantized or not)
     options: dict[str, Any]  # the point's LLM API options (llmapi.options.build)
-    max_batch_size: int
     decoupled: bool
     source_dir: str | None = None  # tensorrtllm: the release's .../all_models/llmapi/tensorrt_llm
     hf: dict[str, Any] = field(default_factory=dict)  # hf: the model's own settings (trtsweep_hf: in model.yaml)
@@ -54,8 +55,8 @@ def _tensor(t: dict[str, Any], kind: str) -> str:
     return f'  {{\n    name: "{t["name"]}"\n    data_type: {t["data_type"]}\n    dims: [ {dims} ]{optional}\n  }}'
 
 
-def _policy(decoupled: bool, max_batch_size: int) -> str:
-    return f"max_batch_size: {max_batch_size}\nmodel_transaction_policy {{\n  decoupled: {str(decoupled).lower()}\n}}\n"
+def _policy(decoupled: bool) -> str:
+    return f"max_batch_size: 0\nmodel_transaction_policy {{\n  decoupled: {str(decoupled).lower()}\n}}\n"
 
 
 def generated_config(release: str, spec: LlmapiRepo) -> str:
@@ -64,7 +65,7 @@ def generated_config(release: str, spec: LlmapiRepo) -> str:
     outputs = ",\n".join(_tensor(t, "output") for t in record["outputs"])
     return (
         f"# the llmapi model of TensorRT-LLM {release}: tensors from trtsweep's record (llmapi/args/{release}.json)\n"
-        f'name: "{MODEL}"\nbackend: "python"\n{_policy(spec.decoupled, spec.max_batch_size)}'
+        f'name: "{MODEL}"\nbackend: "python"\n{_policy(spec.decoupled)}'
         f"instance_group [\n  {{\n    count: 1\n    kind: KIND_CPU\n  }}\n]\n"
         f"input [\n{inputs}\n]\noutput [\n{outputs}\n]\n"
     )
@@ -78,13 +79,13 @@ def _release_config(source: Path, spec: LlmapiRepo) -> str:
         raise TrtsweepError(
             f"{source}/config.pbtxt sets model_transaction_policy itself; trtsweep sets it from model.yaml"
         )
-    return "\n".join(kept) + "\n" + _policy(spec.decoupled, spec.max_batch_size)
+    return "\n".join(kept) + "\n" + _policy(spec.decoupled)
 
 
 def model_yaml(spec: LlmapiRepo) -> dict[str, Any]:
     llm = {"model": spec.model, "backend": "pytorch", **spec.options}
     args.check_options(spec.release, {k: v for k, v in llm.items() if k != "backend"}, prefix="model.yaml")
-    out: dict[str, Any] = {**llm, "triton_config": {"max_batch_size": spec.max_batch_size, "decoupled": spec.decoupled}}
+    out: dict[str, Any] = {**llm, "triton_config": {"max_batch_size": 0, "decoupled": spec.decoupled}}
     if spec.backend == "hf":
         out["trtsweep_hf"] = dict(spec.hf)
     return out
@@ -116,8 +117,6 @@ def render(spec: LlmapiRepo) -> dict[str, str]:
     """Relative path -> content of the whole repository; TrtsweepError naming the first problem."""
     if spec.backend not in ("hf", "tensorrtllm"):
         raise TrtsweepError(f"backend: expected hf or tensorrtllm, got {spec.backend!r}")
-    if not isinstance(spec.max_batch_size, int) or spec.max_batch_size < 1:
-        raise TrtsweepError(f"max_batch_size: expected an integer >= 1, got {spec.max_batch_size!r}")
     files = {f"{MODEL}/1/model.yaml": yaml.safe_dump(model_yaml(spec), sort_keys=True, default_flow_style=False)}
     if spec.backend == "hf":
         code = resources.files("trtsweep") / "templates" / "triton" / HF_TEMPLATE / "model.py"

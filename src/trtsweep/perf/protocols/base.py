@@ -20,6 +20,21 @@ NUM_OUTPUT_TOKENS = "num_output_tokens"  # Triton output: tokens in this respons
 LLMAPI_NAMES = {"max_tokens": "sampling_param_max_tokens", "stream": "streaming"}
 
 
+class TextSoFar:
+    """The llmapi model streams the text so far in every response (the LLM API's `output.text`), where the ensemble
+    streams the new part: `new()` turns the former into the latter, so chunks add up to the answer either way."""
+
+    def __init__(self) -> None:
+        self.seen = ""
+
+    def new(self, text: str) -> str:
+        if not text.startswith(self.seen):
+            raise ValueError(f"a streamed text_output does not extend the text before it: {self.seen[-30:]!r} "
+                             f"then {text[:30]!r}")  # fmt: skip
+        new, self.seen = text[len(self.seen) :], text
+        return new
+
+
 def served_name(name: str, inputs: Collection[str]) -> str:
     """`name` as the served model calls it: the ensemble's own, or the llmapi model's counterpart where only that
     one is served (so one request works against both flows' Triton repositories)."""

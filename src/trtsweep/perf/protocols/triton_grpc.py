@@ -16,7 +16,14 @@ import grpc
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.perf.protocols.base import NUM_OUTPUT_TOKENS, PreparedRequest, Protocol, RequestResult, served_name
+from trtsweep.perf.protocols.base import (
+    NUM_OUTPUT_TOKENS,
+    PreparedRequest,
+    Protocol,
+    RequestResult,
+    TextSoFar,
+    served_name,
+)
 
 MAX_MESSAGE = 1 << 30
 PACK = {"BOOL": "?", "INT8": "b", "UINT8": "B", "INT16": "h", "UINT16": "H", "INT32": "i", "UINT32": "I",
@@ -76,6 +83,7 @@ class TritonGrpc(Protocol):
         dtypes = {t.name: model_config_pb2.DataType.Name(t.data_type)[len("TYPE_") :] for t in config.input}
         dtypes = {k: "BYTES" if v == "STRING" else v for k, v in dtypes.items()}
         self.max_tokens_name = served_name(ep.max_tokens_name, dtypes)
+        self.text_so_far = self.max_tokens_name != ep.max_tokens_name  # the llmapi model streams the text so far
         for name in (ep.text_input_name, self.max_tokens_name, *ep.extra_inputs):
             if name not in dtypes:
                 raise TrtsweepError(f"model {ep.model!r} has no input {name!r}; it has {sorted(dtypes)}")
@@ -137,7 +145,7 @@ class TritonGrpc(Protocol):
             result.mark_end()
             return
         stream = self.idle.pop() if self.idle else self.stub.ModelStreamInfer()
-        reusable = False
+        reusable, so_far = False, TextSoFar() if self.text_so_far else None
         try:
             result.mark_sent()
             await stream.write(req)
@@ -150,6 +158,11 @@ class TritonGrpc(Protocol):
                         raise ServerError(message.error_message)
                     response = message.infer_response
                     text = self._read(response, result)
+                    if text and so_far is not None:
+                        try:
+                            text = so_far.new(text)
+                        except ValueError as exc:
+                            raise ServerError(str(exc)) from None
                     if text:
                         result.add_chunk(text)
                     final = response.parameters.get("triton_final_response")

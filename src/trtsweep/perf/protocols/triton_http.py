@@ -17,6 +17,7 @@ from trtsweep.perf.protocols.base import (
     PreparedRequest,
     Protocol,
     RequestResult,
+    TextSoFar,
     served_name,
 )
 
@@ -61,6 +62,7 @@ class TritonHttp(Protocol):
         names = {t["name"] for t in config.get("input", [])}
         self.stream_name = served_name("stream", names) if served_name("stream", names) in names else None
         self.max_tokens_name = served_name(ep.max_tokens_name, names)
+        self.text_so_far = self.max_tokens_name != ep.max_tokens_name  # the llmapi model streams the text so far
         self.url_stream = f"{url}/generate_stream"
         self.url_single = f"{url}/generate"
 
@@ -96,8 +98,14 @@ class TritonHttp(Protocol):
                         raise ServerError(payload["error"])
         result.mark_end()
         result.chunk_ns = []
+        so_far = TextSoFar() if self.text_so_far else None
         for stamp, payload in zip(stamps, json.loads(b"[" + b",".join(events) + b"]"), strict=True):
             text = _text(payload.get(ep.text_output_name))
+            if text and so_far is not None:
+                try:
+                    text = so_far.new(text)
+                except ValueError as exc:
+                    raise ServerError(str(exc)) from None
             if text:
                 result.chunk_ns.append(stamp)
                 result.chunk_text.append(text)
