@@ -72,12 +72,15 @@ def _by_point(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]
 
 def labels(points: Sequence[str]) -> tuple[dict[str, str], str]:
     """Each point's label in the charts: the parts of its id ('_'-separated) that not every point shares, and the
-    shared parts ("float32" / "int8" and "smollm2-135m tp1pp1 bs4 ..." for a sweep of precisions)."""
+    shared parts ("float32" / "int8" and "smollm2-135m tp1pp1 bs4 ..." for a sweep of precisions; "engine",
+    "pytorch-triton", "pytorch-serve" for one configuration on both flows)."""
     parts = {p: p.split("_") for p in points}
     shared = set.intersection(*(set(v) for v in parts.values())) if len(points) > 1 else set()
+    # an engine-flow id has no flow part: beside pytorch-flow points, "engine" is what sets it apart
+    flows = any(t.startswith("pytorch-") for tokens in parts.values() for t in tokens)
     out = {}
     for point, tokens in parts.items():
-        label = "_".join(t for t in tokens if t not in shared) or point
+        label = "_".join(t for t in tokens if t not in shared) or ("engine" if flows else point)
         out[point] = label if len(label) <= 48 else label[:45] + "..."
     common = " ".join(t for t in parts[points[0]] if t in shared) if points else ""
     return out, common

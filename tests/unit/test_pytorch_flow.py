@@ -277,3 +277,10 @@ def test_the_report_puts_each_configurations_flows_and_servers_side_by_side():
         assert f'data-point="{point}" data-concurrency="1" data-column="output_token_throughput"' in html
         assert f">{value}</td>" in html
     assert "c2" not in html
+
+
+def test_charts_name_each_flow_of_one_configuration():
+    stem = "smol_float32_tp1pp1_bs4_isl512osl64_stream"
+    label, common = report_page.labels([stem, f"{stem}_pytorch-triton", f"{stem}_pytorch-serve"])
+    assert list(label.values()) == ["engine", "pytorch-triton", "pytorch-serve"]
+    assert common == "smol float32 tp1pp1 bs4 isl512osl64 stream"

@@ -77,6 +77,16 @@ def _make(
     return {"reused": False, "removed_partial": removed, "duration_s": duration, **summary}
 
 
+def _known_checkpoint(out: Path, log: Path, argv: list[str], results_dir: str | None, base: dict[str, Any],
+                      check_mode: bool) -> Outcome | None:  # fmt: skip
+    """A complete checkpoint (its marker written) reused, or check mode's plan; None: it is to be made."""
+    done = artifacts.marker(out)
+    if done is not None:
+        return _finish(out, log, argv, results_dir, "checkpoint",
+                       {**base, "reused": True, "duration_s": done.get("duration_s")})  # fmt: skip
+    return Outcome(str(out), argv, True, False, str(log)) if check_mode else None
+
+
 def prepare_checkpoint(
     spec: commands.CheckpointSpec, cache_dir: Path, runtime: runner.Runtime, *, results_dir: str | None = None,
     hf_token: str | None = None, check_mode: bool = False,
@@ -120,12 +130,9 @@ def prepare_checkpoint(
     argv = runtime.wrap(command(str(out)).argv, [spec.model_dir, str(cache_dir)], f"trtsweep-{out.name}")
     log = out / f"trtsweep-{Path(recipe.tool).stem}.log"
     base = {"checkpoint_dir": str(out), "tool": recipe.tool, "trtllm_version": spec.version.strip(), "command": argv}
-    done = artifacts.marker(out)
-    if done is not None:
-        return _finish(out, log, argv, results_dir, "checkpoint",
-                       {**base, "reused": True, "duration_s": done.get("duration_s")})  # fmt: skip
-    if check_mode:
-        return Outcome(str(out), argv, True, False, str(log))
+    known = _known_checkpoint(out, log, argv, results_dir, base, check_mode)
+    if known is not None:
+        return known
     if calib:
         calibration.prepare(Path(spec.calib_data or ""), cache_dir, spec.calib_size)
     env = {"HF_TOKEN": hf_token} if hf_token else None
@@ -224,12 +231,9 @@ def prepare_modelopt_checkpoint(
     argv = runtime.wrap(inner, paths, f"trtsweep-{out.name}")
     log = out / "trtsweep-hf_ptq.log"
     base = {"checkpoint_dir": str(out), "tool": "hf_ptq.py", "trtllm_version": spec.release, "command": argv}
-    done = artifacts.marker(out)
-    if done is not None:
-        return _finish(out, log, argv, results_dir, "checkpoint",
-                       {**base, "reused": True, "duration_s": done.get("duration_s")})  # fmt: skip
-    if check_mode:
-        return Outcome(str(out), argv, True, False, str(log))
+    known = _known_checkpoint(out, log, argv, results_dir, base, check_mode)
+    if known is not None:
+        return known
     if calib:
         modelopt.prepare_calibration(Path(spec.calib_data or ""), cache_dir, spec.calib_size)
 
