@@ -284,3 +284,25 @@ def test_charts_name_each_flow_of_one_configuration():
     label, common = report_page.labels([stem, f"{stem}_pytorch-triton", f"{stem}_pytorch-serve"])
     assert list(label.values()) == ["engine", "pytorch-triton", "pytorch-serve"]
     assert common == "smol float32 tp1pp1 bs4 isl512osl64 stream"
+
+
+def test_run_point_hands_trtllm_serve_its_point():
+    """What run_point.yml gives the triton_serve role for a trtllm-serve point (evaluated with Ansible's templating,
+    as tests/unit/test_schema_reaches.py does): the checkpoint, the options file, the release, TP/PP, and the
+    trtllm-serve beside the install's python."""
+    from tests.unit.test_schema_reaches import role_variables
+
+    sweep_ = trt(flow="pytorch", servers=["trtllm-serve"])
+    sweep_["trtllm"]["python"] = "/opt/venv/bin/python3"
+    (point,) = expand(sweep_)
+    roles = role_variables(point)
+    assert "triton_repo" not in roles  # no Triton repository for trtllm-serve
+    assert roles["triton_serve"]["triton_serve_openai"] == {
+        "backend": "tensorrtllm", "release": "1.2", "model": "/cache/q",
+        "options_file": f"/work/flows/{point['id']}/llm_api_options.yml",
+        "served_dir": f"/work/flows/{point['id']}/runs/run-1/served", "tp": 2, "pp": 1, "ep": None,
+        "executable": "/opt/venv/bin/trtllm-serve",
+    }  # fmt: skip
+    assert (
+        roles["llm_perf"]["llm_perf_protocol"] == "openai" and roles["llm_perf"]["llm_perf_server_metrics_url"] is None
+    )
