@@ -116,13 +116,24 @@ def test_a_server_gone_by_the_end_of_a_level_fails_it_and_keeps_what_was_measure
     assert sum(r["error"] is None for r in rows) == summary["succeeded"]
 
 
-def test_expect_server_id_needs_a_triton_protocol(tmp_path):
-    config = BenchmarkConfig(endpoint=Endpoint(url="127.0.0.1:9", model="m"), protocol="openai",
-                             input_data=tmp_path / "absent.jsonl", concurrency=[1], expect_server_id=WRONG)  # fmt: skip
-    with pytest.raises(
-        TrtsweepError, match=r"^--expect-server-id needs a Triton protocol \(grpc, http\), not 'openai'"
-    ):
-        run(config)
+def test_an_openai_server_without_a_model_list_fails_the_identity_check(tmp_path):
+    """openai: the id is the first model of GET /v1/models (trtsweep's trtllm-serve answers with its per-start link
+    name, tests/integration/test_flows_sweep.py); a server that lists no model cannot be told apart, so the level
+    fails rather than report numbers of a server nobody identified."""
+    from tests.conftest import free_ports
+    from trtsweep.serve.process import http_service
+
+    (port,) = free_ports(1)
+    data = tmp_path / "prompts.jsonl"
+    data.write_text(json.dumps({"input": "hi", "output": "hello"}) + "\n")
+    cmd = [sys.executable, "-m", "trtsweep.perf.zeroserver", "--port", str(port), "--chunks", "4"]
+    with http_service(cmd, f"http://127.0.0.1:{port}/health", 30):
+        config = BenchmarkConfig(endpoint=Endpoint(url=f"127.0.0.1:{port}", model="m"), protocol="openai",
+                                 input_data=data, concurrency=[1], expect_server_id=WRONG)  # fmt: skip
+        with pytest.raises(TrtsweepError) as err:
+            run(config)
+    assert "no longer answers server metadata before the first request" in str(err.value)
+    assert "GET /v1/models answered HTTP 404" in str(err.value)
 
 
 def test_the_ansible_module_passes_expect_server_id_and_fails_on_a_mismatch(paced, tmp_path):

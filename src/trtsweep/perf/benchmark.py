@@ -31,8 +31,6 @@ from trtsweep.perf.stats import summarize
 
 DEFAULT_MAX_TOKENS = 128
 SCORE_BATCH = 8192  # requests read back from the spool and scored together (in parallel when many)
-# protocols whose servers report an id: Triton's server metadata; an OpenAI server's model id (trtsweep's trtllm-serve)
-IDENTIFIABLE = ("grpc", "http", "openai")
 IDENTITY_PHASES = {"before": "before the first request", "after": "after the last request"}
 
 
@@ -79,12 +77,6 @@ class BenchmarkConfig:
                   max_concurrency=self.max_concurrency, **common)
             for r in self.request_rate
         ]  # fmt: skip
-
-    def check_identity_option(self) -> None:
-        if self.expect_server_id is not None and self.protocol not in IDENTIFIABLE:
-            raise TrtsweepError(
-                f"--expect-server-id needs one of the protocols {', '.join(IDENTIFIABLE)}, not {self.protocol!r}"
-            )
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -235,7 +227,6 @@ def run(
 ) -> list[LevelReport]:
     """Run every concurrency level; exports are rewritten (atomically) after each level and on interrupt."""
     config.levels(1)  # load options are checked before any file is read
-    config.check_identity_option()
     tokenizer = Tokenizer(config.tokenizer_path) if config.tokenizer_path else None
     if config.input_data is not None:
         records = load_jsonl(config.input_data)

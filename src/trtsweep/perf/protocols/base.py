@@ -13,8 +13,6 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from trtsweep.errors import TrtsweepError
-
 NUM_OUTPUT_TOKENS = "num_output_tokens"  # Triton output: tokens in this response (trtsweep's ensembles)
 # the ensemble's request inputs -> their names in the PyTorch flow's Triton `llmapi` model
 LLMAPI_NAMES = {"max_tokens": "sampling_param_max_tokens", "stream": "streaming"}
@@ -130,7 +128,7 @@ class Protocol(abc.ABC):
     async def close(self) -> None:
         """Release connections."""
 
+    @abc.abstractmethod
     async def server_id(self) -> str:
-        """The id the server reports in its metadata (Triton: `--id`, `name` of GET /v2); raises when it
-        does not answer (TrtsweepError, or the transport's own error)."""
-        raise TrtsweepError("this protocol has no server id: --expect-server-id needs -i grpc or -i http (Triton)")
+        """The id the server reports (Triton: `--id`, `name` of GET /v2; OpenAI: the first model id of GET
+        /v1/models); raises when it does not answer (TrtsweepError, or the transport's own error)."""
