@@ -306,3 +306,14 @@ def test_run_point_hands_trtllm_serve_its_point():
     assert (
         roles["llm_perf"]["llm_perf_protocol"] == "openai" and roles["llm_perf"]["llm_perf_server_metrics_url"] is None
     )
+
+
+def test_run_point_starts_one_process_for_the_pytorch_flow_and_one_per_rank_for_the_engine_flow():
+    """TP 2: the engine flow's Triton runs a tritonserver per rank under mpirun; the llmapi model's Triton is one
+    process (its LLM API starts the ranks, as upstream's launch of the llmapi repository with world size 1)."""
+    from tests.unit.test_schema_reaches import role_variables
+
+    engine, pytorch = expand(trt(flow=["engine", "pytorch"]))
+    assert (engine["flow"], pytorch["flow"]) == ("engine", "pytorch") and engine["world_size"] == 2
+    assert int(role_variables(engine)["triton_serve"]["triton_serve_world_size"]) == 2
+    assert int(role_variables(pytorch)["triton_serve"]["triton_serve_world_size"]) == 1
