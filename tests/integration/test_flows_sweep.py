@@ -4,19 +4,27 @@ The demo model's configuration is measured three ways by the real plays: the eng
 the pytorch flow on Triton (the llmapi layout, model.yaml) and the pytorch flow on the OpenAI-compatible server
 that stands in for trtllm-serve, started under the supervisor and lease and identified by its per-start model id.
 Greedy decoding (top_k 1) makes the three answer the same text, so their accuracy must agree; the report puts
-the three side by side.
+the three side by side. Then the pytorch-flow points are handed off like the engine flow's, and the playbook of the
+handoff deploys them here (the llmapi Triton repository and the trtllm-serve stand-in, left running and smoke-tested;
+the second deploy of one changes nothing), stopped by the test by PID.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
+import sys
+from pathlib import Path
 
+import ansible_runner
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_ports
 from tests.integration.test_sweep_playbook import run_ok, stdout
+from trtsweep.handoff import write_bundle
+from trtsweep.serve.server import ServerState, stop
 
 CONFIG = "smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream"
 VARIANTS = {
@@ -73,3 +81,58 @@ def test_one_sweep_runs_both_flows_and_the_report_compares_them(tmp_path):
     for name in ("engine / triton", "pytorch / triton", "pytorch / trtllm-serve"):
         assert name in page
     assert runner.stats["failures"] == {}, stdout(runner)[-4000:]
+
+    deploy_the_pytorch_flow_handoffs(tmp_path, results)
+
+
+def handoff_play(tmp_path: Path, bundle: Path, ports: dict[str, int]) -> ansible_runner.Runner:
+    private = tmp_path / f"handoff-runner-{len(list(tmp_path.glob('handoff-runner-*')))}"
+    private.mkdir()
+    extravars = {"handoff_bundle": str(bundle), "trtsweep_work_dir": str(tmp_path / "work"),
+                 "trtsweep_results_dir": str(tmp_path / "results"),
+                 **{f"handoff_{kind}_port": port for kind, port in ports.items()}}  # fmt: skip
+    return ansible_runner.run(
+        private_data_dir=str(private), project_dir=str(ROOT), playbook="playbooks/handoff.yml", extravars=extravars,
+        envvars={"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}, quiet=True, timeout=900,
+    )  # fmt: skip
+
+
+def smoke_message(runner: ansible_runner.Runner) -> str:
+    """The message of the play's smoke-test verdict, on one line."""
+    for event in runner.events:
+        data = event.get("event_data", {})
+        if event["event"] == "runner_on_ok" and data.get("task") == "Smoke test passed":
+            return " ".join(str(data["res"].get("msg", "")).split())
+    return ""
+
+
+def deploy_the_pytorch_flow_handoffs(tmp_path: Path, results: Path) -> None:
+    for point, kinds in ((f"{CONFIG}_pytorch-triton", ("http", "grpc", "metrics")),
+                         (f"{CONFIG}_pytorch-serve", ("http",))):  # fmt: skip
+        bundle = tmp_path / f"bundle-{point}"
+        manifest = write_bundle(results, point, bundle, image="nvcr.io/nvidia/tensorrt-llm/release:1.2.0",
+                                base_dir=ROOT)  # fmt: skip
+        state_file = tmp_path / "work" / "handoff" / manifest["name"] / "triton_server.json"
+        ports = dict(zip(kinds, free_ports(len(kinds)), strict=True))
+        try:
+            first = handoff_play(tmp_path, bundle, ports)
+            assert first.rc == 0, stdout(first)[-6000:]
+            assert "smoke test 4/4 ok" in smoke_message(first), stdout(first)[-3000:]
+            server = ServerState.load(state_file)
+            if point.endswith("serve"):  # what runs is the bundle's server, with the point's options
+                options = tmp_path / "work" / "handoff" / manifest["name"] / "llm_api_options.yml"
+                assert yaml.safe_load(options.read_text()) == yaml.safe_load(
+                    (bundle / "llm_api_options.yml").read_text()
+                )
+                assert "trtsweep.serve.hf_openai" in server.argv and str(options) in server.argv
+                second = handoff_play(tmp_path, bundle, ports)
+                assert second.rc == 0, stdout(second)[-6000:]
+                assert second.stats["changed"] == {}, second.stats  # idempotent: the running server adopted
+                assert ServerState.load(state_file).pid == server.pid
+            else:
+                served = tmp_path / "work" / "handoff" / manifest["name"] / "triton_repo" / "tensorrt_llm" / "1"
+                model_yaml = yaml.safe_load((served / "model.yaml").read_text())
+                assert Path(model_yaml["model"]).is_dir() and "${" not in (served / "model.yaml").read_text()
+        finally:
+            if state_file.exists():
+                stop(ServerState.load(state_file), wait_ports=False)

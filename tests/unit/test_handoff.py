@@ -127,3 +127,152 @@ def test_kubernetes_manifests_are_valid_against_the_schemas(tmp_path):
     container["ports"][0]["containerPort"] = "eight thousand"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(docs["deployment"], kubernetes_validate.latest_version(), strict=True)
+
+
+# -- the PyTorch flow: Triton's llmapi model, or trtllm-serve -----------------------------------------------------
+CKPT = "/home/ops/.cache/trtsweep/checkpoints/modelopt-fp8-0123"
+OPTIONS = {"max_batch_size": 8, "max_seq_len": 1152, "kv_cache_config": {"free_gpu_memory_fraction": 0.9}}
+
+
+def _pytorch_results(tmp_path: Path, server: str, backend: str = "tensorrtllm") -> tuple[Path, str]:
+    point_id = f"p1_pytorch-{'serve' if server == 'trtllm-serve' else 'triton'}"
+    results = tmp_path / "results" / "demo"
+    d = results / point_id
+    d.mkdir(parents=True)
+    point = _point(point_id, backend, 2, "nvcr.io/nvidia/tensorrt-llm/release:1.2.0")
+    point.update(flow="pytorch", server=server, llm_api_release="1.2", llm_api=OPTIONS)
+    if server == "triton":
+        point["benchmark"]["extra_inputs"] = {"exclude_input_from_output": True}
+        (d / "triton_repo" / "tensorrt_llm" / "1").mkdir(parents=True)
+        model_yaml = {"model": CKPT, "backend": "pytorch", **OPTIONS,
+                      "triton_config": {"max_batch_size": 0, "decoupled": True}}  # fmt: skip
+        (d / "triton_repo" / "tensorrt_llm" / "1" / "model.yaml").write_text(yaml.safe_dump(model_yaml))
+        (d / "triton_repo" / "tensorrt_llm" / "config.pbtxt").write_text('backend: "python"\nmax_batch_size: 0\n')
+        params = {"layout": "llmapi", "backend": backend, "release": "1.2", "model": CKPT, "options": OPTIONS,
+                  "decoupled": True}  # fmt: skip
+        repo = {"params": params, "repository": REPO}
+    else:
+        repo = {"params": {"llm_api": OPTIONS, "model": CKPT}, "repository": None}
+    (d / "point.json").write_text(json.dumps(point))
+    (d / "status.json").write_text(json.dumps({"point": point_id, "status": "ok", "gpus": [0, 1], "host": "gpu1"}))
+    (d / "repository.json").write_text(json.dumps({**repo, "model_revision": "abc123"}))
+    (d / "llm_api_options.yml").write_text(yaml.safe_dump(OPTIONS))
+    (d / "checkpoint.json").write_text(json.dumps({"command": ["python3", "hf_ptq.py", "--qformat", "fp8"]}))
+    level = {"concurrency": 4, "summary": {"requests": 8, "succeeded": 8, "output_token_throughput": 100.0}}
+    (d / "llm_perf.summary.json").write_text(json.dumps({"levels": [level]}))
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps({"input": f"q{i}"}) + "\n" for i in range(6)))
+    return results, point_id
+
+
+def _recording(tmp_path: Path, name: str) -> Path:
+    """A stand-in for a binary this machine lacks (trtllm-serve, docker): it writes its arguments, one per line."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    log = tmp_path / f"{name}.args"
+    script = bin_dir / name
+    script.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {log}\n')
+    script.chmod(0o755)
+    return log
+
+
+def _run_script(script: Path, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    import os
+
+    path = f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    return subprocess.run(["sh", str(script)], capture_output=True, text=True, env={"PATH": path, **env})
+
+
+def test_a_pytorch_flow_triton_point_hands_off_its_llmapi_repository(tmp_path):
+    results, point_id = _pytorch_results(tmp_path, "triton")
+    out = tmp_path / "bundle"
+    manifest = write_bundle(results, point_id, out, base_dir=tmp_path)
+    model_yaml = (out / "model_repository" / "tensorrt_llm" / "1" / "model.yaml").read_text()
+    assert "model: ${TRTSWEEP_MODEL_DIR}" in model_yaml and CKPT not in model_yaml
+    assert manifest["variables"] == {"TRTSWEEP_MODEL_DIR": CKPT, "TRTSWEEP_MODEL_REPOSITORY": REPO}
+    rendered = tmp_path / "rendered"
+    subprocess.run([sys.executable, str(out / "render_repository.py"), str(out / "model_repository"), str(rendered),
+                    f"TRTSWEEP_MODEL_DIR={CKPT}", f"TRTSWEEP_MODEL_REPOSITORY={REPO}"], check=True)  # fmt: skip
+    assert yaml.safe_load((rendered / "tensorrt_llm" / "1" / "model.yaml").read_text())["model"] == CKPT
+    assert yaml.safe_load((out / "llm_api_options.yml").read_text()) == OPTIONS
+    # TP 2, yet one tritonserver: the llmapi model's LLM API starts the ranks
+    native = " ".join((out / "launch" / "native.sh").read_text().replace("\\\n", " ").split())
+    assert "mpirun" not in native and native.count("tritonserver") == 1
+    smoke = manifest["smoke_command"]
+    assert smoke[smoke.index("-m") + 1] == "tensorrt_llm" and smoke[smoke.index("-i") + 1] == "grpc"
+    assert json.loads(smoke[smoke.index("--extra-inputs-json") + 1]) == {"exclude_input_from_output": True}
+    assert manifest["checkpoint"]["dir_on_benchmark_host"] == CKPT and "engine" not in manifest
+    assert "python3 hf_ptq.py --qformat fp8" in (out / "build" / "build.sh").read_text()
+    readme = (out / "README.md").read_text()
+    assert "pytorch flow served by Triton" in readme and "TRTSWEEP_MODEL_DIR=/srv/model" in readme
+
+
+def test_a_trtllm_serve_point_launches_trtllm_serve_with_its_options(tmp_path):
+    from trtsweep.llmapi import serve as llmapi_serve
+
+    results, point_id = _pytorch_results(tmp_path, "trtllm-serve")
+    out = tmp_path / "bundle"
+    manifest = write_bundle(results, point_id, out, base_dir=tmp_path)
+    assert not (out / "model_repository").exists() and not (out / "render_repository.py").exists()
+    assert manifest["ports"] == {"http": 8000} and manifest["server"] == "trtllm-serve"
+    # the script runs: trtllm-serve (a recording stand-in) gets what the release's click options accept
+    args = _recording(tmp_path, "trtllm-serve")
+    ran = _run_script(out / "launch" / "native.sh", tmp_path, TRTSWEEP_MODEL_DIR="/srv/model")
+    assert ran.returncode == 0, ran.stderr
+    spec = llmapi_serve.ServeSpec(model="/srv/model", options_file=f"{out}/llm_api_options.yml", port=8000,
+                                  host="0.0.0.0", tp=2, pp=1)  # fmt: skip
+    assert args.read_text().splitlines() == llmapi_serve.argv("1.2", spec)[1:]
+    missing = _run_script(out / "launch" / "native.sh", tmp_path)
+    assert missing.returncode != 0 and "TRTSWEEP_MODEL_DIR" in missing.stderr
+    docker = _recording(tmp_path, "docker")
+    ran = _run_script(out / "launch" / "container.sh", tmp_path, TRTSWEEP_MODEL_STORE="/srv/store")
+    assert ran.returncode == 0, ran.stderr
+    argv = docker.read_text().splitlines()
+    assert "/srv/store:/models:ro" in argv and f"{out}/llm_api_options.yml:/config/llm_api_options.yml:ro" in argv
+    inner = argv[argv.index("nvcr.io/nvidia/tensorrt-llm/release:1.2.0") + 1 :]
+    container_spec = llmapi_serve.ServeSpec(model="/models/model", options_file="/config/llm_api_options.yml",
+                                            port=8000, host="0.0.0.0", tp=2, pp=1)  # fmt: skip
+    assert inner == llmapi_serve.argv("1.2", container_spec)
+    unit = next((out / "systemd").glob("*.service")).read_text()
+    assert "ExecStart=trtllm-serve ${TRTSWEEP_MODEL_DIR} --backend pytorch" in unit
+    assert "--extra_llm_api_options ${TRTSWEEP_BUNDLE}/llm_api_options.yml" in unit
+    smoke = manifest["smoke_command"]
+    assert smoke[smoke.index("-i") + 1 :][:5] == ["openai", "-m", "/@TRTSWEEP_MODEL_NAME@", "--endpoint", "completions"]
+    assert smoke[smoke.index("-u") + 1].endswith(":8000")
+    assert '-m "${TRTSWEEP_MODEL_NAME}"' in (out / "README.md").read_text()
+
+
+def test_a_trtllm_serve_point_has_valid_kubernetes_manifests_with_its_options_in_a_configmap(tmp_path):
+    import kubernetes_validate
+
+    results, point_id = _pytorch_results(tmp_path, "trtllm-serve")
+    out = tmp_path / "bundle"
+    write_bundle(results, point_id, out, base_dir=tmp_path)
+    docs = {p.stem: yaml.safe_load(p.read_text()) for p in (out / "k8s").glob("*.yaml")}
+    assert set(docs) == {"pvc", "deployment", "service", "configmap"}
+    for doc in docs.values():
+        kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
+    pod = docs["deployment"]["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    assert container["command"] == ["trtllm-serve"] and container["args"][0] == "/models/model"
+    assert container["args"][container["args"].index("--extra_llm_api_options") + 1] == "/config/llm_api_options.yml"
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/models", "/config", "/dev/shm"}
+    assert yaml.safe_load(docs["configmap"]["data"]["llm_api_options.yml"]) == OPTIONS
+    assert container["readinessProbe"]["httpGet"]["path"] == container["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert [p["containerPort"] for p in container["ports"]] == [8000]
+    assert "annotations" not in pod["metadata"]  # trtllm-serve's /metrics is JSON, not Prometheus
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 2
+
+
+def test_the_hf_backends_trtllm_serve_counterpart_is_handed_off_as_trtsweeps_server(tmp_path):
+    results, point_id = _pytorch_results(tmp_path, "trtllm-serve", backend="hf")
+    out = tmp_path / "bundle"
+    write_bundle(results, point_id, out, base_dir=tmp_path)
+    native = " ".join((out / "launch" / "native.sh").read_text().replace("\\\n", " ").split())
+    assert 'exec python3 -m trtsweep.serve.hf_openai "${TRTSWEEP_MODEL_DIR}" --backend pytorch' in native
+
+
+def test_a_pytorch_point_without_its_options_file_is_refused(tmp_path):
+    results, point_id = _pytorch_results(tmp_path, "trtllm-serve")
+    (results / point_id / "llm_api_options.yml").unlink()
+    with pytest.raises(TrtsweepError, match=r"llm_api_options.yml: missing \(a pytorch-flow point's LLM API options"):
+        write_bundle(results, point_id, tmp_path / "b", base_dir=tmp_path)
