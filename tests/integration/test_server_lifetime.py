@@ -108,12 +108,14 @@ def test_an_interrupted_run_leaves_no_server(run, how):
     interrupted = time.monotonic()
     assert run.finish(timeout_s=120) != 0
     took = 0.0
-    while not (gone(state.pid) and ports_free(run.ports)):
+    # the supervisor records why it stopped the server once the server is gone: that record ends the wait too
+    exit_record = supervisor.exit_file(Path(state.log_file).parent.parent / "triton_server.json")
+    while not (gone(state.pid) and ports_free(run.ports) and exit_record.exists()):
         took = time.monotonic() - interrupted
         assert took < TTL + GRACE + 10, f"server pid {state.pid} still running {took:.0f} s after {how}"
         time.sleep(0.2)
     print(f"{how}: server gone and ports free {took:.1f} s after the interrupt (lease ttl {TTL} s)")
-    record = json.loads(supervisor.exit_file(Path(state.log_file).parent.parent / "triton_server.json").read_text())
+    record = json.loads(exit_record.read_text())
     assert record["reason"] == "lease expired"
 
 
