@@ -98,11 +98,11 @@ def handoff_play(tmp_path: Path, bundle: Path, ports: dict[str, int]) -> ansible
 
 
 def smoke_message(runner: ansible_runner.Runner) -> str:
-    """The message of the play's smoke-test verdict, on one line."""
+    """The message of the play's smoke-test verdict, as the play wrote it (one line)."""
     for event in runner.events:
         data = event.get("event_data", {})
         if event["event"] == "runner_on_ok" and data.get("task") == "Smoke test passed":
-            return " ".join(str(data["res"].get("msg", "")).split())
+            return str(data["res"].get("msg", ""))
     return ""
 
 
