@@ -38,7 +38,7 @@ options:
   chat_template: {type: bool, default: false, description: "Wrap prompts with the tokenizer's chat template."}
   extra_inputs: {type: dict, default: {}, description: "Extra request inputs, e.g. top_k: 1."}
   scorer: {type: str, description: "Extra accuracy scorer module:function."}
-  server_metrics_url: {type: str, description: "Prometheus endpoint scraped before and after each level."}
+  server_metrics_url: {type: str, description: "Prometheus endpoint, or trtllm-serve's /metrics."}
   seed: {type: int, default: 0, description: "Seed of the request order."}
   connect_timeout: {type: float, default: 10, description: "Seconds to reach the server."}
   request_timeout: {type: float, default: 600, description: "Seconds per request."}

@@ -39,6 +39,8 @@ PYTORCH_KEYS = {
     "enable_chunked_prefill": "chunked prefill",
     "attn_backend": "attention backend, e.g. TRTLLM | FLASHINFER",
     "ep": "MoE expert parallelism (moe_expert_parallel_size)",
+    "enable_iter_perf_stats": "per-iteration stats (batch, queue, KV cache) that llm-perf reads from trtllm-serve's "
+    "/metrics each level (default true; false saves their small cost)",
 }
 
 

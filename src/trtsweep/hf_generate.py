@@ -11,6 +11,8 @@ Settings come from LLM API arguments (`from_llm_args`: model.yaml, or trtllm-ser
                      quantization, CPU); auto: float32 on the CPU, the checkpoint's dtype on CUDA
     max_batch_size   requests generating at once (default 2048, the LLM API's); later ones wait for a slot
     max_seq_len      prompt + max_tokens limit of a request (default: the checkpoint's max_position_embeddings)
+    enable_iter_perf_stats, iter_stats_max_iterations
+                     keep per-iteration stats (IterationStats below) in a queue of that many (default 1000)
     trtsweep_hf:     trtsweep's own keys, not LLM API ones: device (auto | cpu | cuda | cuda:N, default auto),
                      torch_threads (torch's intra-op threads, 0 = torch's default)
 
@@ -33,8 +35,11 @@ import inspect
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import torch
@@ -44,10 +49,12 @@ log = logging.getLogger("trtsweep.hf")
 
 # int8: weights quantized to int8 per tensor with torch's dynamic quantization (CPU), activations float32
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.float32}
-USED_ARGS = ("model", "tokenizer", "dtype", "max_batch_size", "max_seq_len", "trtsweep_hf")
+USED_ARGS = ("model", "tokenizer", "dtype", "max_batch_size", "max_seq_len", "enable_iter_perf_stats",
+             "iter_stats_max_iterations", "trtsweep_hf")  # fmt: skip
 HF_KEYS = ("device", "torch_threads")
 DEFAULT_MAX_BATCH_SIZE = 2048  # TorchLlmArgs sets it when None
 SLOT_POLL_S = 0.1  # how often a request waiting for a slot checks its cancellation
+DEFAULT_ITER_STATS_MAX_ITERATIONS = 1000  # the executor's kDefaultIterStatsMaxIterations
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,8 @@ class Settings:
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
     max_seq_len: int | None = None
     torch_threads: int = 0
+    iter_perf_stats: bool = False
+    iter_stats_max_iterations: int = DEFAULT_ITER_STATS_MAX_ITERATIONS
 
 
 def _positive(name: str, value: Any) -> int:
@@ -81,6 +90,10 @@ def from_llm_args(args: Mapping[str, Any]) -> tuple[Settings, list[str]]:
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
         raise ValueError(f"trtsweep_hf.torch_threads: expected an integer >= 0, got {threads!r}")
     max_seq_len = args.get("max_seq_len")
+    iter_stats = args.get("enable_iter_perf_stats", False)
+    if not isinstance(iter_stats, bool):
+        raise ValueError(f"enable_iter_perf_stats: expected true or false, got {iter_stats!r}")
+    max_iterations = args.get("iter_stats_max_iterations") or DEFAULT_ITER_STATS_MAX_ITERATIONS
     settings = Settings(
         model=args["model"],
         tokenizer=args.get("tokenizer") or None,
@@ -89,6 +102,8 @@ def from_llm_args(args: Mapping[str, Any]) -> tuple[Settings, list[str]]:
         max_batch_size=_positive("max_batch_size", args.get("max_batch_size") or DEFAULT_MAX_BATCH_SIZE),
         max_seq_len=None if max_seq_len is None else _positive("max_seq_len", max_seq_len),
         torch_threads=threads,
+        iter_perf_stats=iter_stats,
+        iter_stats_max_iterations=_positive("iter_stats_max_iterations", max_iterations),
     )
     return settings, sorted(k for k in args if k not in USED_ARGS)
 
@@ -138,6 +153,56 @@ class Delta:
     final: bool = False
 
 
+class IterationStats:
+    """Per-iteration stats in TensorRT-LLM's JSON form (executor IterationStats: iter, iterLatencyMS,
+    numActiveRequests, numQueuedRequests, numNewActiveRequests, newActiveRequestsQueueLatencyMS (a total),
+    numCompletedRequests, inflightBatchingStats), what trtllm-serve's /metrics hands out. The hf backend runs each
+    request's forward passes on its own thread, so an iteration here is one forward pass of one request:
+    numScheduledRequests is always 1, and numActiveRequests / numQueuedRequests count the requests holding / waiting
+    for one of max_batch_size slots. It has no paged KV cache: no kvCacheStats. Kept in a queue that drops the
+    oldest beyond `max_iterations`, as the executor's does; `take` empties it."""
+
+    def __init__(self, max_iterations: int, max_active: int) -> None:
+        self._items: deque[dict[str, Any]] = deque(maxlen=max_iterations)
+        self._lock = threading.Lock()
+        self._iter = 0
+        self.max_active = max_active
+        self.counts = {"active": 0, "queued": 0}
+
+    def count(self, name: str, change: int) -> None:
+        with self._lock:
+            self.counts[name] += change
+
+    def record(self, latency_ms: float, context_tokens: int, queue_ms: float | None, completed: bool,
+               gpu_mem: int) -> None:  # fmt: skip
+        """One forward pass: context_tokens > 0 for a request's first (its prompt), whose queue time is queue_ms."""
+        context = context_tokens > 0
+        with self._lock:
+            self._items.append({
+                "timestamp": datetime.now(UTC).isoformat(timespec="microseconds"),
+                "iter": self._iter,
+                "iterLatencyMS": latency_ms,
+                "numNewActiveRequests": int(context),
+                "newActiveRequestsQueueLatencyMS": queue_ms if context and queue_ms is not None else 0.0,
+                "numActiveRequests": self.counts["active"],
+                "numQueuedRequests": self.counts["queued"],
+                "numCompletedRequests": int(completed),
+                "maxNumActiveRequests": self.max_active,
+                "gpuMemUsage": gpu_mem,
+                "inflightBatchingStats": {
+                    "numScheduledRequests": 1, "numContextRequests": int(context), "numGenRequests": int(not context),
+                    "numPausedRequests": 0, "numCtxTokens": context_tokens,
+                },
+            })  # fmt: skip
+            self._iter += 1
+
+    def take(self) -> list[dict[str, Any]]:
+        with self._lock:
+            items = list(self._items)
+            self._items.clear()
+        return items
+
+
 def _device(name: str) -> torch.device:
     return torch.device(("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name)
 
@@ -166,6 +231,10 @@ class Engine:
         eos_ids = eos if isinstance(eos, list) else [eos]
         self.eos_ids = frozenset(i for i in [self.tokenizer.eos_token_id, *eos_ids] if i is not None)
         self.slots = threading.BoundedSemaphore(settings.max_batch_size)
+        self.iteration_stats = (
+            IterationStats(settings.iter_stats_max_iterations, settings.max_batch_size)
+            if settings.iter_perf_stats else None
+        )  # fmt: skip
         self._tokenizer_lock = threading.Lock()  # a fast tokenizer is not safe to share between threads
 
     # -- text <-> tokens ------------------------------------------------------------------------------------------
@@ -218,16 +287,45 @@ class Engine:
     def generate(self, gen: Generation, cancelled: Callable[[], bool]) -> Iterator[Delta]:
         """The deltas of one generation, in the calling thread, once one of `max_batch_size` slots is free; stops
         (finish_reason cancelled) as soon as `cancelled()` is true, also while waiting for a slot."""
-        while not self.slots.acquire(timeout=SLOT_POLL_S):
-            if cancelled():
-                gen.finish_reason = "cancelled"
-                yield Delta("", final=True)
-                return
+        with self._counted("queued"):
+            acquired = self._acquire(cancelled)
+        if not acquired:
+            gen.finish_reason = "cancelled"
+            yield Delta("", final=True)
+            return
         try:
             gen.scheduled_ns = time.time_ns()
-            yield from self._decode(gen, cancelled)
+            with self._counted("active"):
+                yield from self._decode(gen, cancelled)
         finally:
             self.slots.release()
+
+    def _acquire(self, cancelled: Callable[[], bool]) -> bool:
+        while not self.slots.acquire(timeout=SLOT_POLL_S):
+            if cancelled():
+                return False
+        return True
+
+    @contextmanager
+    def _counted(self, name: str) -> Iterator[None]:
+        """Counts a request as queued / active for the iteration stats while the block runs."""
+        if self.iteration_stats is None:
+            yield
+            return
+        self.iteration_stats.count(name, 1)
+        try:
+            yield
+        finally:
+            self.iteration_stats.count(name, -1)
+
+    def _record_step(self, gen: Generation, context_tokens: int, started: float) -> None:
+        if self.iteration_stats is None:
+            return
+        queued = (gen.scheduled_ns - gen.arrival_ns) / 1e6 if gen.scheduled_ns is not None else None
+        gpu_mem = torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        completed = gen.finish_reason in ("stop", "length")
+        self.iteration_stats.record(latency_ms, context_tokens, queued, completed, gpu_mem)
 
     def _decode(self, gen: Generation, cancelled: Callable[[], bool]) -> Iterator[Delta]:
         sampling, out = gen.sampling, gen.output_ids
@@ -235,6 +333,7 @@ class Engine:
         generator = torch.Generator().manual_seed(sampling.seed or 0)
         step_input = torch.tensor([gen.prompt_ids], dtype=torch.long, device=self.device)
         cache, sent = {self._cache_arg: DynamicCache()}, 0  # the KV cache (updated in place); output tokens sent
+        prefilled = False  # the first forward pass takes the prompt
         with torch.inference_mode():
             while True:
                 if len(out) >= sampling.max_tokens:
@@ -243,29 +342,40 @@ class Engine:
                 if cancelled():
                     gen.finish_reason = "cancelled"
                     break
+                started = time.perf_counter()
                 result = self.model(input_ids=step_input, use_cache=True, **cache)
                 logits = self._penalized(result.logits[0, -1, :], out, sampling)
                 token = self._pick(logits, sampling, generator)
-                if token in self.eos_ids and not sampling.ignore_eos:
-                    gen.finish_reason = "stop"
+                self._accept(gen, token, logits, stops)
+                self._record_step(gen, 0 if prefilled else step_input.shape[1], started)
+                prefilled = True
+                if gen.finish_reason is not None:  # the text not sent yet goes out with the final delta
                     break
-                gen.cumulative_logprob += float(torch.log_softmax(logits, -1)[token])
-                gen.last_token_ns = time.time_ns()
-                gen.first_token_ns = gen.first_token_ns or gen.last_token_ns
-                out.append(token)
-                matched = next(((s, ids) for s, ids in stops if out[-len(ids) :] == ids), None)
-                if matched is not None:
-                    del out[len(out) - len(matched[1]) :]
-                    gen.finish_reason, gen.stop_reason = "stop", matched[0]
-                    break
-                if len(out) < sampling.max_tokens:  # else the text goes out with the final delta
-                    stable = len(out) - max((_prefix_overlap(out, ids) for _, ids in stops), default=0)
-                    text = self._text(gen, sent, stable)
-                    if text:
-                        sent = stable
-                        yield Delta(text)
+                stable = len(out) - max((_prefix_overlap(out, ids) for _, ids in stops), default=0)
+                text = self._text(gen, sent, stable)
+                if text:
+                    sent = stable
+                    yield Delta(text)
                 step_input = torch.tensor([[token]], dtype=torch.long, device=self.device)
         yield Delta(self._text(gen, sent, len(out), final=True), final=True)
+
+    def _accept(self, gen: Generation, token: int, logits: torch.Tensor, stops: list[tuple[str, list[int]]]) -> None:
+        """The picked token: output, or the end of the generation (finish_reason: stop at EOS or a stop string,
+        length at max_tokens)."""
+        out, sampling = gen.output_ids, gen.sampling
+        if token in self.eos_ids and not sampling.ignore_eos:
+            gen.finish_reason = "stop"
+            return
+        gen.cumulative_logprob += float(torch.log_softmax(logits, -1)[token])
+        gen.last_token_ns = time.time_ns()
+        gen.first_token_ns = gen.first_token_ns or gen.last_token_ns
+        out.append(token)
+        matched = next(((s, ids) for s, ids in stops if out[-len(ids) :] == ids), None)
+        if matched is not None:
+            del out[len(out) - len(matched[1]) :]
+            gen.finish_reason, gen.stop_reason = "stop", matched[0]
+        elif len(out) >= sampling.max_tokens:
+            gen.finish_reason = "length"
 
     def _text(self, gen: Generation, sent: int, upto: int, final: bool = False) -> str:
         """The text output tokens [sent, upto) add to gen.text ('' while it would end inside a character)."""

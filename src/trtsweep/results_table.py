@@ -34,7 +34,8 @@ THROUGHPUT = ("request_throughput", "output_token_throughput", "input_token_thro
 ACCURACY = ("rougeL", "rouge1", "rouge2", "bleu", "chrf", "exact", "contains", "corpus_bleu", "corpus_chrf")
 COLUMNS = ("point", *SETTINGS, *WHERE, *LOAD, *THROUGHPUT,
            *(f"{m}_{s}_ms" for m in LATENCIES for s in STATS), *ACCURACY, "accuracy_n",
-           "server_requests", "server_queue_ms", "server_compute_ms")  # fmt: skip
+           "server_requests", "server_queue_ms", "server_compute_ms", "server_batch_mean",
+           "server_kv_used_max")  # fmt: skip
 SLO_LATENCIES = {"ttft_p99_ms": "ttft_ms", "tpot_p99_ms": "tpot_ms", "e2e_p99_ms": "e2e_ms"}
 _VERSION = re.compile(r"^\|\s*server_version\s*\|\s*(\S+)", re.MULTILINE)
 
@@ -129,11 +130,16 @@ def _level_columns(summary: dict[str, Any], gpus: int) -> dict[str, Any]:
     accuracy = summary.get("accuracy") or {}
     out.update({name: accuracy.get(name) for name in ACCURACY})
     out["accuracy_n"] = summary.get("accuracy_n")
-    per_model = (summary.get("server_metrics") or {}).get("per_model") or {}
+    server = summary.get("server_metrics") or {}
+    per_model = server.get("per_model") or {}
     model = per_model.get("ensemble") or per_model.get("tensorrt_llm") or {}
-    out["server_requests"] = model.get("requests")  # the server's count over the level (a delta, warm-up included)
-    out["server_queue_ms"] = model.get("queue_ms_per_request")
+    iterations = server.get("iteration_stats") or {}  # trtllm-serve
+    # the server's count over the level (a delta, warm-up included)
+    out["server_requests"] = model.get("requests", iterations.get("completed_requests"))
+    out["server_queue_ms"] = model.get("queue_ms_per_request", iterations.get("queue_ms_per_request"))
     out["server_compute_ms"] = model.get("compute_ms_per_request")
+    out["server_batch_mean"] = iterations.get("batch_mean")  # requests scheduled per iteration
+    out["server_kv_used_max"] = iterations.get("kv_used_fraction_max")
     return out
 
 

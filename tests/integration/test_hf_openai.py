@@ -49,7 +49,8 @@ def options_file(work: Path) -> Path:
     """LLM API options as llmapi.options writes them; max_batch_size 1 wins over the command line's 4."""
     path = work / "options.yaml"
     options = {"max_batch_size": 1, "max_seq_len": MAX_SEQ_LEN, "max_input_len": 128, "dtype": "auto",
-               "tensor_parallel_size": 1, "kv_cache_config": {"free_gpu_memory_fraction": 0.5}}  # fmt: skip
+               "tensor_parallel_size": 1, "kv_cache_config": {"free_gpu_memory_fraction": 0.5},
+               "enable_iter_perf_stats": True}  # fmt: skip
     path.write_text(yaml.safe_dump(options))
     return path
 
@@ -214,6 +215,36 @@ def first_and_last_chunk(url: str, body: dict[str, Any], times: list[tuple[float
     times.append((stamps[0], stamps[-1]))
 
 
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=60) as resp:
+        assert resp.headers["Content-Type"].startswith("application/json")
+        return json.loads(resp.read())
+
+
+def test_metrics_hands_out_each_forward_pass_once_as_iteration_stats(server):
+    """enable_iter_perf_stats: /metrics takes the iteration stats kept since the last call, in TensorRT-LLM's JSON
+    form: the prompt's forward pass (a context request, its tokens, the new request's queue time), then one
+    generation step per further token, the last one completing the request; a second call has none left."""
+    get_json(server["url"] + "/metrics")  # whatever earlier tests left
+    body = {"model": server["link"].name, "prompt": "Once upon a time", "max_tokens": 5, "ignore_eos": True,
+            "temperature": 0}  # fmt: skip
+    status, answer = post(server["url"], "/v1/completions", body)
+    assert status == 200
+    stats = get_json(server["url"] + "/metrics")
+    assert len(stats) == 5  # 5 tokens: the prompt's pass and 4 steps
+    assert [s["iter"] for s in stats] == list(range(stats[0]["iter"], stats[0]["iter"] + 5))
+    batching = [s["inflightBatchingStats"] for s in stats]
+    assert [b["numContextRequests"] for b in batching] == [1, 0, 0, 0, 0]
+    assert [b["numGenRequests"] for b in batching] == [0, 1, 1, 1, 1]
+    assert [b["numScheduledRequests"] for b in batching] == [1] * 5
+    assert batching[0]["numCtxTokens"] == answer["usage"]["prompt_tokens"]
+    assert [s["numNewActiveRequests"] for s in stats] == [1, 0, 0, 0, 0]
+    assert [s["numCompletedRequests"] for s in stats] == [0, 0, 0, 0, 1]
+    assert all(s["numActiveRequests"] == 1 and s["numQueuedRequests"] == 0 for s in stats)
+    assert all(s["iterLatencyMS"] > 0 for s in stats) and stats[0]["newActiveRequestsQueueLatencyMS"] >= 0
+    assert get_json(server["url"] + "/metrics") == []
+
+
 def test_max_batch_size_from_the_options_file_makes_requests_wait(server):
     """max_batch_size 1 (the options file, over --max_batch_size 4): the second request starts after the first."""
     body = {"model": server["link"].name, "prompt": "Once upon a time", "max_tokens": 12, "ignore_eos": True,
@@ -255,7 +286,8 @@ def test_llm_perf_measures_it(server, demo_model, tmp_path, endpoint):
            server["url"].removeprefix("http://"), "--model", server["link"].name, "--endpoint", endpoint,
            "--input-data", str(data), "--concurrency", "1,2", "--num-requests", "2", "--max-tokens", "16",
            "--tokenizer-path", str(demo_model.hf_dir), "--streaming", "--extra-inputs", "temperature:0",
-           "--expect-server-id", server["link"].name, "--profile-export-file", str(export)]  # fmt: skip
+           "--expect-server-id", server["link"].name, "--profile-export-file", str(export),
+           "--server-metrics-url", server["url"] + "/metrics"]  # fmt: skip
     if endpoint == "completions":
         cmd.append("--chat-template")
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -264,6 +296,14 @@ def test_llm_perf_measures_it(server, demo_model, tmp_path, endpoint):
     assert [s["succeeded"] for s in levels] == [2, 2]
     # the server's usage counts are used, and agree with llm-perf's re-tokenization of the text
     assert all(s["token_count_source"] == "server" and s["token_count_mismatch_rate"] == 0.0 for s in levels)
+    # the server's iteration stats of each level: its requests (one warm-up each) and nothing of another level;
+    # max_batch_size 1, so concurrency 2 queues one request while the other runs
+    iterations = [s["server_metrics"]["iteration_stats"] for s in levels]
+    assert [it["completed_requests"] for it in iterations] == [3, 3]
+    assert [it["iterations_missed"] for it in iterations] == [0, 0]
+    assert all(it["batch_mean"] == 1.0 and it["queue_ms_per_request"] >= 0 for it in iterations)
+    assert iterations[0]["queued_max"] == 0 and iterations[1]["queued_max"] == 1
+    assert all(it["iterations"] >= 3 and it["kv_used_fraction_max"] is None for it in iterations)  # no paged KV cache
 
 
 def test_a_bad_option_fails_the_start_in_one_line(demo_model, tmp_path):

@@ -46,6 +46,7 @@ def test_the_sweep_matrix_becomes_llm_api_options(release):
         "cuda_graph_config": {"batch_sizes": [1, 8, 64]},
         "disable_overlap_scheduler": False,
         "enable_chunked_prefill": True,
+        "enable_iter_perf_stats": True,  # unless turned off: llm-perf reads trtllm-serve's iteration stats
     }
     assert yaml.safe_load(options.to_yaml(got)) == got
 

@@ -63,7 +63,7 @@ def test_both_flows_and_both_servers_make_one_point_each_sharing_the_configurati
     # the hf backend's options are checked against the newest table; dtype is the precision
     assert on_triton["llm_api_release"] == "1.2" and on_triton["llm_api"] == {
         "max_batch_size": 4, "max_input_len": 512, "max_seq_len": 576, "tensor_parallel_size": 1,
-        "pipeline_parallel_size": 1, "dtype": "float32"}  # fmt: skip
+        "pipeline_parallel_size": 1, "dtype": "float32", "enable_iter_perf_stats": True}  # fmt: skip
     # the sweep's request inputs under each server's names
     # the llmapi model answers the prompt too unless told not to (the ensemble answers the output only)
     assert on_triton["benchmark"]["extra_inputs"] == {"sampling_param_top_k": 1,
@@ -303,9 +303,10 @@ def test_run_point_hands_trtllm_serve_its_point():
         "served_dir": f"/work/flows/{point['id']}/runs/run-1/served", "tp": 2, "pp": 1, "ep": None,
         "executable": "/opt/venv/bin/trtllm-serve",
     }  # fmt: skip
-    assert (
-        roles["llm_perf"]["llm_perf_protocol"] == "openai" and roles["llm_perf"]["llm_perf_server_metrics_url"] is None
-    )
+    # llm-perf reads trtllm-serve's iteration stats at /metrics on the port of its API
+    perf = roles["llm_perf"]
+    assert perf["llm_perf_protocol"] == "openai" and perf["llm_perf_url"] == "127.0.0.1:8000"
+    assert perf["llm_perf_server_metrics_url"] == "http://127.0.0.1:8000/metrics"
 
 
 def test_run_point_starts_one_process_for_the_pytorch_flow_and_one_per_rank_for_the_engine_flow():

@@ -191,7 +191,7 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
     point_id = "qwen_fp16_tp1pp1_bs4_isl512osl64_stream"  # of trt_sweep()
     pytorch_flow = {"flow": "pytorch", "trtllm": {"version": "1.2.0"}}
     pytorch_options = {"max_batch_size": 4, "max_input_len": 512, "max_seq_len": 576, "tensor_parallel_size": 1,
-                       "pipeline_parallel_size": 1, "dtype": "float16"}  # fmt: skip
+                       "pipeline_parallel_size": 1, "dtype": "float16", "enable_iter_perf_stats": True}  # fmt: skip
     # benchmark key: (value in the sweep, attribute of llm-perf's parsed command line, what llm-perf must get)
     benchmark: dict[str, tuple[Any, str, Any]] = {
         "protocol": ("http", "protocol", "http"),
@@ -233,12 +233,12 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
                   "llm_perf": {"llm_perf_model": "tensorrt_llm"}}),
         "servers": ({**pytorch_flow, "servers": ["trtllm-serve"]},
                     {"llm_perf": {"llm_perf_protocol": "openai", "llm_perf_model": "trtsweep-0001"}}),
-        "pytorch": ({**pytorch_flow, "pytorch": {"enable_chunked_prefill": True}},
+        "pytorch": ({**pytorch_flow, "pytorch": {"enable_chunked_prefill": True, "enable_iter_perf_stats": False}},
                     {"trtllm_build:llm_api_options": {"trtllm_build_llm_api_options": {
-                        **pytorch_options, "enable_chunked_prefill": True}}}),
-        "llm_api": ({**pytorch_flow, "llm_api": {"enable_iter_perf_stats": True}},
+                        **pytorch_options, "enable_chunked_prefill": True, "enable_iter_perf_stats": False}}}),
+        "llm_api": ({**pytorch_flow, "llm_api": {"iter_stats_max_iterations": 5000}},
                     {"trtllm_build:llm_api_options": {"trtllm_build_llm_api_options": {
-                        **pytorch_options, "enable_iter_perf_stats": True}}}),
+                        **pytorch_options, "iter_stats_max_iterations": 5000}}}),
     }  # fmt: skip
     trtllm: dict[str, tuple[Any, dict[str, dict[str, Any]]]] = {
         "version": ("0.12.0", {"quantize": {"quantize_trtllm_version": "0.12.0"},

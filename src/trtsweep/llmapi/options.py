@@ -3,7 +3,8 @@
 The sweep matrix keeps its meaning: max batch size, input/output lengths and TP/PP become `max_batch_size`,
 `max_input_len`, `max_seq_len` (input + output), `tensor_parallel_size` / `pipeline_parallel_size`, as
 trtllm-build's flags do in the engine flow (`max_num_tokens` only when the point sets it); the KV cache, CUDA graphs,
-overlap scheduler, chunked prefill and attention backend come from the point's `pytorch:` settings; a sweep's
+overlap scheduler, chunked prefill, attention backend and iteration stats (on unless turned off: llm-perf reads
+them from trtllm-serve) come from the point's `pytorch:` settings; a sweep's
 `llm_api:` mapping passes any other option through. Everything is checked against the release's LLM API
 (args.check_options) before a point runs, so a misspelled option fails the plan, not the server start.
 """
@@ -40,6 +41,7 @@ class PointOptions:
     disable_overlap_scheduler: bool | None = None
     enable_chunked_prefill: bool | None = None
     attn_backend: str | None = None
+    enable_iter_perf_stats: bool = True  # trtllm-serve's /metrics is empty without it (llm-perf reads it per level)
     llm_api: dict[str, Any] = field(default_factory=dict)
 
 
@@ -74,6 +76,7 @@ def build(release: str, point: PointOptions) -> dict[str, Any]:
     _set(options, "disable_overlap_scheduler", point.disable_overlap_scheduler)
     _set(options, "enable_chunked_prefill", point.enable_chunked_prefill)
     _set(options, "attn_backend", point.attn_backend)
+    options["enable_iter_perf_stats"] = point.enable_iter_perf_stats
     args.check_options(release, options, prefix="pytorch")
     clash = sorted(set(point.llm_api) & set(MATRIX))
     if clash:

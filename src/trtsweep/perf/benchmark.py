@@ -306,20 +306,18 @@ def run(
                 if identity and not await identity.check("before", level.label):
                     finish(report, identity=identity)
                     raise TrtsweepError(str(identity.error))
-                before = await server_metrics.scrape(session, config.server_metrics_url) if session else None
+                url = config.server_metrics_url
+                metrics = server_metrics.LevelMetrics(session, url) if session and url else None
+                if metrics:
+                    await metrics.start()
                 async with ClientHealth() as health:
                     await run_level(protocol, requests, report.level, config.seed, partial(record, report))
-                if session:  # a server may count a request a moment after its final response left
+                if metrics:  # a server may count a request a moment after its final response left
                     await asyncio.sleep(server_metrics.SETTLE_S)
-                after = await server_metrics.scrape(session, config.server_metrics_url) if session else None
+                server = await metrics.finish() if metrics else None
                 if identity:
                     await identity.check("after", level.label)
-                finish(
-                    report,
-                    health.summary(report.count),
-                    server_metrics.delta(before, after) if before and after else None,
-                    identity,
-                )
+                finish(report, health.summary(report.count), server, identity)
                 if identity and identity.error:  # the level's numbers are written, marked with the error
                     raise TrtsweepError(identity.error)
                 if on_level:

@@ -187,7 +187,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scorer", help="extra accuracy scorer 'module:function' (prediction, reference) -> float")
     p.add_argument(
         "--server-metrics-url",
-        help="Prometheus endpoint scraped before/after each level, e.g. http://localhost:8002/metrics (Triton)",
+        help="server metrics of each level: a Prometheus endpoint scraped before/after it, e.g. "
+        "http://localhost:8002/metrics (Triton), or trtllm-serve's /metrics (JSON iteration stats, read during it)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the request order")
     p.add_argument("--connect-timeout", type=seconds(False), default=10.0, help="seconds to reach the server")

@@ -9,7 +9,8 @@ Command line: trtllm-serve's option names, so one argv builder serves both (serv
 
 The options file holds LLM API fields (YAML) and is merged over the command line's, as trtllm-serve merges it
 last; hf_generate.from_llm_args reads the result (model, tokenizer, dtype, max_batch_size: requests generating at
-once, the others wait; max_seq_len; trtsweep_hf: {device, torch_threads}); every other field is logged once as
+once, the others wait; max_seq_len; enable_iter_perf_stats, iter_stats_max_iterations; trtsweep_hf: {device,
+torch_threads}); every other field is logged once as
 ignored. tp/pp/ep are accepted and ignored (the model runs on one device). Logs go to stderr.
 
 Endpoints, as trtllm-serve answers them:
@@ -17,6 +18,9 @@ Endpoints, as trtllm-serve answers them:
 - GET /v1/models: {"object": "list", "data": [{"id": NAME, "object": "model", ...}]}, NAME being trtllm-serve's
   model name: the last path component of a MODEL that is an existing directory (a link to one included), any
   other MODEL as given.
+- GET /metrics: the iteration stats kept since the last call (a JSON list, taken: each is handed out once; []
+  without enable_iter_perf_stats), as trtllm-serve's; an iteration is one request's forward pass
+  (hf_generate.IterationStats).
 - POST /v1/completions (prompt: a string or token ids) and /v1/chat/completions (messages with text content, or
   prompt_token_ids; the tokenizer's chat template, or chat_template, with add_generation_prompt, documents and
   chat_template_kwargs), streamed (SSE, `data: [DONE]` last) or not, with `usage` (prompt and
@@ -178,6 +182,7 @@ class Server:
         app = web.Application()
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/metrics", self.metrics)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.chat)
         return app
@@ -188,6 +193,10 @@ class Server:
     async def models(self, _: web.Request) -> web.Response:
         card = {"id": self.name, "object": "model", "created": int(time.time()), "owned_by": "tensorrt_llm"}
         return web.json_response({"object": "list", "data": [card]})
+
+    async def metrics(self, _: web.Request) -> web.Response:
+        stats = self.engine.iteration_stats
+        return web.json_response(stats.take() if stats is not None else [])
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         return await self._serve(request, "completions")
