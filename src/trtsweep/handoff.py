@@ -480,7 +480,9 @@ def _readme_watch(s: Serving) -> str:
 - `/health` failing after start: the model failed to load, or the executor died; see the server log.
 - `/metrics` (JSON): the runtime's iteration statistics (GPU memory, in-flight batching: active and queued
   requests, KV-cache blocks). Queued requests growing means the load is above what was measured (compare with the
-  table above); free KV-cache blocks near 0 means requests are being held back.
+  table above); free KV-cache blocks near 0 means requests are being held back. They exist because
+  `llm_api_options.yml` sets `enable_iter_perf_stats`; a GET takes what it returns off a queue of the last
+  `iter_stats_max_iterations` (1000 by default), so give them one reader that polls before that many pile up.
 - HTTP 5xx / 400 answers to `/v1/completions`: failing requests; the server log says why.
 """
     return f"""## 4. What to watch (Triton metrics on :{PORTS["metrics"]}/metrics)

@@ -48,6 +48,9 @@ def test_one_sweep_runs_both_flows_and_the_report_compares_them(tmp_path):
     for row in rows:
         assert row["failed"] == "0" and row["succeeded"] == "8", row
         assert float(row["output_token_throughput"]) > 0 and float(row["ttft_p99_ms"]) > 0
+        if row["server"] == "trtllm-serve":  # its /metrics iteration stats: the level's 8 requests and the warm-up
+            assert float(row["server_requests"]) == 9 and float(row["server_queue_ms"]) >= 0, row
+            assert float(row["server_batch_mean"]) == 1.0, row  # the stand-in runs one request per forward pass
     # greedy decoding: the same model answers the same text whichever flow and server serve it
     for conc in ("1", "2"):
         scores = {r["point"]: float(r["rougeL"]) for r in rows if r["concurrency"] == conc}
