@@ -90,8 +90,10 @@ def bench_rate(spec, data, rate, **options):
 def test_open_loop_keeps_its_schedule_when_the_server_keeps_up(paced_server, data):
     s = bench_rate(paced_server, data, 10.0)
     assert s["succeeded"] == 12
-    assert s["schedule_lag_ms"]["p99"] < 5
-    assert s["ttft_from_schedule_ms"]["p50"] == pytest.approx(s["ttft_ms"]["p50"], abs=5)
+    # sends keep the schedule (a loop waiting for answers would lag 180 ms more per request: each takes 280 ms,
+    # one is due every 100 ms); the bound leaves room for a loaded 2-core machine's scheduling (8 ms seen), not more
+    assert s["schedule_lag_ms"]["p99"] < 40
+    assert s["ttft_from_schedule_ms"]["p50"] == pytest.approx(s["ttft_ms"]["p50"], abs=40)
     # 12 requests sent 100 ms apart: window = 11 gaps + one E2E
     assert s["window_s"] == pytest.approx(1.1 + E2E_MS / 1000, abs=0.08)
     assert "warnings" not in s
