@@ -39,7 +39,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import torch
@@ -179,7 +179,7 @@ class IterationStats:
         context = context_tokens > 0
         with self._lock:
             self._items.append({
-                "timestamp": datetime.now(UTC).isoformat(timespec="microseconds"),
+                "timestamp": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
                 "iter": self._iter,
                 "iterLatencyMS": latency_ms,
                 "numNewActiveRequests": int(context),

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -89,6 +90,24 @@ def test_unreachable_server_is_a_one_line_error_within_the_connect_timeout(tmp_p
     assert len(lines) == 1 and lines[0].startswith(
         f"llm-perf: error: cannot reach Triton {'gRPC' if protocol == 'grpc' else 'HTTP'}"
     )
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http", "openai"])
+def test_a_server_that_never_answers_is_a_one_line_error_naming_the_deadline(tmp_path, protocol):
+    """The port is open (a listening socket of the test's own that accepts and then says nothing): the connect
+    timeout ends the wait, in one line saying no answer came (the deadline's exception has no text of its own)."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        proc = llm_perf("-u", f"127.0.0.1:{silent.getsockname()[1]}", "-i", protocol, "-m", "ensemble",
+                        "--input-data", str(data(tmp_path)), "--connect-timeout", "2")  # fmt: skip
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        silent.close()
+    lines = err.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, err
+    assert lines[0].startswith("llm-perf: error: cannot reach ") and lines[0].endswith("within 2 s: no answer"), err
 
 
 @pytest.mark.parametrize(

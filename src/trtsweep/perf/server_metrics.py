@@ -54,7 +54,7 @@ async def scrape(session: aiohttp.ClientSession, url: str) -> Scrape | None:
                 data = await resp.json()
                 return data if isinstance(data, list) else None
             return parse(await resp.text())
-    except (aiohttp.ClientError, TimeoutError, ValueError):
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):  # asyncio's is not the builtin before 3.11
         return None
 
 
@@ -153,7 +153,7 @@ class LevelMetrics:
             try:
                 await asyncio.wait_for(self._stop.wait(), POLL_S)
                 return
-            except TimeoutError:
+            except asyncio.TimeoutError:
                 got = await scrape(self.session, self.url)
                 self.iterations.extend(got if isinstance(got, list) else [])
 

@@ -8,8 +8,11 @@ arrives (`end_ns`).
 from __future__ import annotations
 
 import abc
+import asyncio
+import sys
 import time
 from collections.abc import Collection
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,3 +135,13 @@ class Protocol(abc.ABC):
     async def server_id(self) -> str:
         """The id the server reports (Triton: `--id`, `name` of GET /v2; OpenAI: the first model id of GET
         /v1/models); raises when it does not answer (TrtsweepError, or the transport's own error)."""
+
+
+def deadline(seconds: float) -> AbstractAsyncContextManager[Any]:
+    """A deadline over a block of awaits, raising asyncio.TimeoutError (the builtin TimeoutError from 3.11 on):
+    asyncio.timeout from 3.11, async-timeout's same context manager on a 3.10 host (Ubuntu 22.04's Python)."""
+    if sys.version_info >= (3, 11):
+        return asyncio.timeout(seconds)
+    import async_timeout
+
+    return async_timeout.timeout(seconds)

@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.perf.protocols.base import PreparedRequest, Protocol, RequestResult
+from trtsweep.perf.protocols.base import PreparedRequest, Protocol, RequestResult, deadline
 from trtsweep.perf.protocols.triton_http import ServerError, http_session
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
@@ -32,13 +32,13 @@ class OpenAI(Protocol):
         self.session = http_session(ep)
         self.url = self._base() + PATHS[ep.openai_endpoint]
         try:
-            async with asyncio.timeout(ep.connect_timeout_s), self.session.get(f"{self._base()}/health") as resp:
+            async with deadline(ep.connect_timeout_s), self.session.get(f"{self._base()}/health") as resp:
                 await resp.read()  # any HTTP answer proves the server is there; /health is not universal
-        except (TimeoutError, aiohttp.ClientError) as exc:
+        except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
             await self.close()
             raise TrtsweepError(
                 f"cannot reach OpenAI-compatible server at {self._base()} within {ep.connect_timeout_s:g} s: "
-                f"{exc or 'no answer'}"
+                f"{str(exc) or 'no answer'}"
             ) from exc
 
     def _body(self, request: PreparedRequest) -> dict[str, Any]:
@@ -96,7 +96,7 @@ class OpenAI(Protocol):
         """The model id `GET /v1/models` names first: trtllm-serve answers with its model argument, which trtsweep
         makes a link of each start's own (serve/openai_server.py), so it identifies the server."""
         url = f"{self._base()}/v1/models"
-        async with asyncio.timeout(self.endpoint.connect_timeout_s), self.session.get(url) as resp:
+        async with deadline(self.endpoint.connect_timeout_s), self.session.get(url) as resp:
             if resp.status != 200:
                 raise ServerError(f"GET /v1/models answered HTTP {resp.status}")
             payload = await resp.json(content_type=None)

@@ -8,7 +8,6 @@ Other models get unary ModelInfer. `stream` is set from --streaming when the mod
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from typing import Any
 
@@ -22,6 +21,7 @@ from trtsweep.perf.protocols.base import (
     Protocol,
     RequestResult,
     TextSoFar,
+    deadline,
     served_name,
 )
 
@@ -149,7 +149,7 @@ class TritonGrpc(Protocol):
         try:
             result.mark_sent()
             await stream.write(req)
-            async with asyncio.timeout(timeout):
+            async with deadline(timeout):
                 while True:
                     message = await stream.read()
                     if message is grpc.aio.EOF:

@@ -18,6 +18,7 @@ from trtsweep.perf.protocols.base import (
     Protocol,
     RequestResult,
     TextSoFar,
+    deadline,
     served_name,
 )
 
@@ -47,16 +48,17 @@ class TritonHttp(Protocol):
         self.session = http_session(ep)
         url = f"{self._base()}/v2/models/{ep.model}"
         try:
-            async with asyncio.timeout(ep.connect_timeout_s):
+            async with deadline(ep.connect_timeout_s):
                 async with self.session.get(f"{url}/ready") as resp:
                     if resp.status != 200:
                         raise TrtsweepError(f"model {ep.model!r} is not ready on {self._base()} (HTTP {resp.status})")
                 async with self.session.get(f"{url}/config") as resp:
                     config = await resp.json()
-        except (TimeoutError, aiohttp.ClientError) as exc:
+        except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
             await self.close()
             raise TrtsweepError(
-                f"cannot reach Triton HTTP at {self._base()} within {ep.connect_timeout_s:g} s: {exc or 'no answer'}"
+                f"cannot reach Triton HTTP at {self._base()} within {ep.connect_timeout_s:g} s: "
+                f"{str(exc) or 'no answer'}"
             ) from exc
         self.decoupled = bool(config.get("model_transaction_policy", {}).get("decoupled", False))
         names = {t["name"] for t in config.get("input", [])}
@@ -112,7 +114,7 @@ class TritonHttp(Protocol):
             _count(payload, result)
 
     async def server_id(self) -> str:
-        async with asyncio.timeout(self.endpoint.connect_timeout_s), self.session.get(f"{self._base()}/v2") as resp:
+        async with deadline(self.endpoint.connect_timeout_s), self.session.get(f"{self._base()}/v2") as resp:
             if resp.status != 200:
                 raise ServerError(f"GET /v2 answered HTTP {resp.status}")
             metadata = await resp.json(content_type=None)
