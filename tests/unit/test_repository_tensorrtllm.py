@@ -415,6 +415,21 @@ def test_unknown_version_is_one_clear_error(version):
 
 
 @pytest.mark.parametrize(
+    ("version", "commit"), [("0.21.0", "@751d5f17"), ("1.0.0", "@ae8270b7"), ("1.1.0rc5", "@48b7b5d8")]
+)
+def test_a_release_whose_templates_were_not_read_says_so_and_the_way_out(version, commit):
+    # between the table's versions (0.20 < 0.21, 1.0, 1.1 < 1.2): refused naming the release commit not read
+    assert versions.VERSIONS.index("0.20") + 1 == versions.VERSIONS.index("1.2")
+    with pytest.raises(TrtsweepError) as err:
+        versions.facts(version)
+    text = str(err.value)
+    assert f"NVIDIA/TensorRT-LLM{commit}" in text
+    assert "were not read, so trtsweep does not guess them" in text
+    assert "triton.trtllm_version" in text
+    assert "\n" not in text
+
+
+@pytest.mark.parametrize(
     ("given", "key"), [("0.14.0", "0.14"), ("v0.17.0.post1", "0.17"), ("1.2.0rc8", "1.2"), ("0.18.2", "0.18")]
 )
 def test_version_spellings(given, key):

@@ -15,8 +15,8 @@ cited as `<repository>@<tag or commit> <path>`. Abbreviations used in the citati
 - `TPL` is `all_models/inflight_batcher_llm/tensorrt_llm/config.pbtxt`, `MIS` is
   `inflight_batcher_llm/src/model_instance_state.cc`.
 
-TensorRT-LLM 0.21, 1.0 and 1.1 are not in the table: their `triton_backend` files could not be read at a
-release commit, so trtsweep refuses them rather than guess.
+TensorRT-LLM 0.21, 1.0 and 1.1 are not in the table (NOT_READ says why, per release): trtsweep refuses them
+rather than guess.
 """
 
 from __future__ import annotations
@@ -44,6 +44,20 @@ SOURCES: dict[str, str] = {
     "1.2": "TL@0c8de69 (1.2.0rc8)",
 }
 VERSIONS: tuple[str, ...] = tuple(SOURCES)
+
+# Releases between the table's versions whose templates were not read. Their release commits are known (the
+# tensorrt_llm submodule of tensorrtllm_backend's release commits, which hold nothing else: tags v0.20.0, v0.21.0
+# and v1.0.0 have no all_models/; there is no v1.1.0 tag), but NVIDIA/TensorRT-LLM (2.5 GB) could not be fetched
+# here and the file index holds triton_backend/all_models/inflight_batcher_llm/*/config.pbtxt only at main-line
+# commits (a7a3d3b2: min_length / random_seed; 5cdd6921: TB@c2e65b8's length, not compared; 0c8de69a: 1.2.0rc8;
+# 2a9abd95; 7ed07f06: prompt_ignore_length, early_stopping TYPE_INT32), none of them a release commit. Between
+# TB@c2e65b8 and TL@0c8de69 the tensorrt_llm model gained inputs and outputs, a typed prompt_embedding_table and
+# enable_trt_overlap (SOURCES["1.2"]), at commits not dated here: which of those each release has is not established.
+NOT_READ: dict[str, str] = {
+    "0.21": "NVIDIA/TensorRT-LLM@751d5f17 (tensorrtllm_backend@3815eb3 'v0.21.0 release'; tag v0.21.0: @b4b1185a)",
+    "1.0": "NVIDIA/TensorRT-LLM@ae8270b7 (tensorrtllm_backend tag v1.0.0, efb8a49)",
+    "1.1": "NVIDIA/TensorRT-LLM@48b7b5d8 (tensorrtllm_backend@b9cc224 'v1.1.0 release'; no v1.1.0 tag)",
+}
 
 
 @dataclass(frozen=True)
@@ -328,9 +342,16 @@ def version_key(trtllm_version: str) -> str:
     """The table key of a TensorRT-LLM version (see major_minor); TrtsweepError if it is not in the table."""
     key = major_minor(str(trtllm_version))
     if key not in SOURCES:
+        why = (
+            f"; TensorRT-LLM {key}'s Triton templates ({NOT_READ[key]} triton_backend/) were not read, so trtsweep "
+            "does not guess them: name a release of the table in triton.trtllm_version to serve the engine with its "
+            "templates"
+            if key in NOT_READ
+            else ""
+        )
         raise TrtsweepError(
             f"trtllm_version {trtllm_version!r} is not in trtsweep's table; expected one of {', '.join(VERSIONS)} "
-            "(x.y or x.y.z)"
+            f"(x.y or x.y.z){why}"
         )
     return key
 
