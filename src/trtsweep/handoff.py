@@ -97,17 +97,15 @@ def _json(path: Path) -> Any:
 
 
 def best_point(results_dir: Path) -> tuple[str, str]:
-    """(the point the report names best: highest output tok/s per GPU meeting the sweep's SLOs, kept in slo.json;
-    the report's sentence saying so). Only points that finished ok count."""
+    """(the point the report names best, by the same `verdict.judge` over the same rows and the sweep's SLOs kept in
+    slo.json; the report's sentence saying so). Failed or lost points, and levels of another server, never count."""
     slo_file = results_dir / "slo.json"
     slo = verdict.check(_json(slo_file)) if slo_file.is_file() else {}
-    ok = {p.parent.name for p in results_dir.glob("*/status.json") if _json(p).get("status") == "ok"}
-    rows = [r for r in results_table.collect(results_dir, slo) if r["point"] in ok]
-    judged = verdict.judge(rows, slo)
+    judged = verdict.judge(results_table.collect(results_dir, slo), slo)
+    first = verdict.summary_lines(judged)[0]
     if judged["best"] is None:
-        reason = "no point finished ok" if not rows else "no point meets every SLO (see report.html)"
-        raise TrtsweepError(f"{results_dir}: {reason}; nothing to hand off (give --point to choose one)")
-    return judged["best"]["point"], verdict.summary_lines(judged)[0]
+        raise TrtsweepError(f"{results_dir}: {first}; nothing to hand off (give --point to choose one)")
+    return judged["best"]["point"], first
 
 
 def _templated(text: str, paths: dict[str, str]) -> str:

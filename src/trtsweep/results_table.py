@@ -6,6 +6,10 @@ Each row joins what the controller fetched for the point: its settings (`point.j
 request, success, errors by class and abandoned requests by cause, accuracy, the server's request count and queue /
 compute time per request (deltas of its metrics over the level), and goodput under the sweep's SLOs (counted from
 the per-request rows, `llm_perf.requests.jsonl`). A value nobody measured is empty, never 0.
+
+Two columns say whether a row's numbers can be trusted at all: `point_status` (the point's status record: only an
+"ok" point's levels are candidates for the verdict) and `server_identity_error` (llm-perf's --expect-server-id
+check found another server, or none, before or after the level: its numbers are not the point's server's).
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ SETTINGS = ("model", "model_revision", "backend", "flow", "server", "config", "p
             "max_batch_size", "max_input_len", "max_output_len", "streaming", "protocol")  # fmt: skip
 OWN = ("model", "model_revision", "protocol", "flow", "server", "config")  # not copied from point.json as they are
 WHERE = ("host", "gpus", "gpu_ids", "run_id", "settings_hash", "trtsweep", "trtsweep_build", "tensorrt_llm", "triton")
+TRUST = ("point_status", "server_identity_error")
 LOAD = ("concurrency", "requests", "succeeded", "failed", "success_rate", "errors", "abandoned")
 THROUGHPUT = ("request_throughput", "output_token_throughput", "input_token_throughput", "output_tok_s_per_gpu",
               "input_tok_s_per_gpu", "output_tok_s_per_user", "output_tokens_mean", "input_tokens_mean", "goodput",
               "good_fraction", "window_s")  # fmt: skip
 ACCURACY = ("rougeL", "rouge1", "rouge2", "bleu", "chrf", "exact", "contains", "corpus_bleu", "corpus_chrf")
-COLUMNS = ("point", *SETTINGS, *WHERE, *LOAD, *THROUGHPUT,
+COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT,
            *(f"{m}_{s}_ms" for m in LATENCIES for s in STATS), *ACCURACY, "accuracy_n",
            "server_requests", "server_queue_ms", "server_compute_ms", "server_batch_mean",
            "server_kv_used_max")  # fmt: skip
@@ -105,6 +110,7 @@ def _point_columns(point_dir: Path, point: dict[str, Any], status: dict[str, Any
         "trtsweep_build": built.get("build"),
         "tensorrt_llm": (point.get("trtllm") or {}).get("version"),
         "triton": _triton_version(point_dir / "triton_server.log"),
+        "point_status": status.get("status"),
     }
 
 
@@ -112,6 +118,7 @@ def _level_columns(summary: dict[str, Any], gpus: int) -> dict[str, Any]:
     requests = summary.get("requests") or 0
     out: dict[str, Any] = {key: summary.get(key) for key in ("requests", "succeeded", "failed", *THROUGHPUT[:3])}
     out["window_s"] = summary.get("window_s")
+    out["server_identity_error"] = (summary.get("server_identity") or {}).get("error")
     out["success_rate"] = summary.get("succeeded", 0) / requests if requests else None
     for counts in ("errors", "abandoned"):  # by class / cause: "timeout=2;connection=1"
         out[counts] = ";".join(f"{k}={v}" for k, v in sorted((summary.get(counts) or {}).items()))

@@ -13,11 +13,14 @@ A sweep file may carry
       min_accuracy: 0.2        # and never below this
       accuracy_metric: rougeL  # default rougeL
 
-A (point, level) row meets the SLOs when every one holds (a number nobody measured does not meet its SLO). The
-best is the row with the highest output tok/s per GPU among those that meet them, ties broken by fewer GPUs,
-then lower TTFT p99. Every other configuration is told which SLO its best row misses (its best row: the one that
-misses the fewest SLOs, then the highest throughput). Goodput in results.csv counts the requests within the
-latency SLOs.
+A (point, level) row meets the SLOs when every one holds (a number nobody measured does not meet its SLO). Only
+rows that measured what they claim are candidates: a point that did not finish ok (failed, lost) and a level whose
+server was not the expected one (llm-perf's identity check, results.csv `server_identity_error`) are never the
+best, nor the accuracy reference. The best is the candidate with the highest output tok/s per GPU among those that
+meet the SLOs, ties broken by fewer GPUs, then lower TTFT p99. Every other configuration is told which SLO its best
+row misses (its best row: the one that misses the fewest SLOs, then the highest throughput), or why it is no
+candidate. Goodput in results.csv counts the requests within the latency SLOs. `judge` is the one selection: the
+report's verdict and `trtsweep handoff --point best` both take its best.
 """
 
 from __future__ import annotations
@@ -104,32 +107,43 @@ def _rate(row: dict[str, Any]) -> float:
     return row.get("output_tok_s_per_gpu") or 0.0
 
 
+def excluded(row: dict[str, Any]) -> str | None:
+    """Why the row can never be the best, whatever the SLOs (None: it is a candidate)."""
+    state = row.get("point_status")
+    if state != "ok":
+        return f"the point did not finish ok ({state})" if state else "the point has no status record"
+    if row.get("server_identity_error"):
+        return f"not the expected server's numbers: {row['server_identity_error']}"
+    return None
+
+
 def judge(rows: list[dict[str, Any]], slo: dict[str, Any]) -> dict[str, Any]:
-    """{"slo", "best": a row or None, "rows": {(point, concurrency): [misses]},
-    "configs": [{"point", "meets", "row", "misses"}]}"""
-    references = _references(rows, slo.get("accuracy_metric", "rougeL"))
-    judged = {(r["point"], r["concurrency"]): misses(r, slo, references) for r in rows}
-    passing = [r for r in rows if not judged[(r["point"], r["concurrency"])]]
+    """{"slo", "best": a row or None, "rows": {(point, concurrency): [misses]}, "excluded": {(point, concurrency):
+    why it is no candidate}, "configs": [{"point", "meets", "row", "misses", "excluded"}]}"""
+    key = lambda r: (r["point"], r["concurrency"])  # noqa: E731
+    out = {key(r): reason for r in rows if (reason := excluded(r))}
+    references = _references([r for r in rows if key(r) not in out], slo.get("accuracy_metric", "rougeL"))
+    judged = {key(r): misses(r, slo, references) for r in rows}
     order = lambda r: (-_rate(r), r.get("gpus") or 0, r.get("ttft_p99_ms") or float("inf"))  # noqa: E731
-    best = min(passing, key=order) if passing else None
+    fewest = lambda r: (len(judged[key(r)]), *order(r))  # noqa: E731
+    passing = [r for r in rows if key(r) not in out and not judged[key(r)]]
     configs = []
     for point in dict.fromkeys(r["point"] for r in rows):
         mine = [r for r in rows if r["point"] == point]
-        ok = [r for r in mine if not judged[(point, r["concurrency"])]]
-        chosen = (
-            min(ok, key=order) if ok else min(mine, key=lambda r: (len(judged[(point, r["concurrency"])]), *order(r)))
-        )
-        configs.append(
-            {"point": point, "meets": bool(ok), "row": chosen, "misses": judged[(point, chosen["concurrency"])]}
-        )
-    return {"slo": slo, "best": best, "rows": judged, "configs": configs}
+        candidates = [r for r in mine if key(r) not in out]
+        ok = [r for r in candidates if not judged[key(r)]]
+        chosen = min(ok, key=order) if ok else min(candidates or mine, key=fewest)
+        configs.append({"point": point, "meets": bool(ok), "row": chosen, "misses": judged[key(chosen)],
+                        "excluded": out.get(key(chosen))})  # fmt: skip
+    best = min(passing, key=order) if passing else None
+    return {"slo": slo, "best": best, "rows": judged, "excluded": out, "configs": configs}
 
 
 def summary_lines(verdict: dict[str, Any]) -> list[str]:
     """The verdict in words: the best configuration and level, then why each other configuration is not it."""
     best, lines = verdict["best"], []
     if best is None:
-        lines.append("no configuration meets every SLO" if verdict["slo"] else "no configuration was measured")
+        lines.append(_none(verdict))
     else:
         under = "under the SLOs" if verdict["slo"] else "(no SLOs given: highest output tok/s per GPU)"
         gpus = f"{best['gpus']} GPU(s)" if best.get("gpus") else "no GPU: per host"
@@ -140,7 +154,9 @@ def summary_lines(verdict: dict[str, Any]) -> list[str]:
         if best is not None and config["point"] == best["point"]:
             continue
         row = config["row"]
-        if config["meets"]:
+        if config["excluded"]:
+            lines.append(f"{config['point']}: not a candidate: {config['excluded']}")
+        elif config["meets"]:
             meets = "meets the SLOs" if verdict["slo"] else "no SLOs"
             lines.append(f"{config['point']}: {meets}, at most {_num(_rate(row))} output tok/s per GPU "
                          f"(concurrency {row['concurrency']})")  # fmt: skip
@@ -149,3 +165,12 @@ def summary_lines(verdict: dict[str, Any]) -> list[str]:
                 f"{config['point']}: misses {'; '.join(config['misses'])} (best: concurrency {row['concurrency']})"
             )
     return lines
+
+
+def _none(verdict: dict[str, Any]) -> str:
+    """The verdict's first line when nothing is best."""
+    if not verdict["configs"]:
+        return "no configuration was measured"
+    if all(config["excluded"] for config in verdict["configs"]):
+        return "no configuration is a candidate: none finished ok with its own server's numbers"
+    return "no configuration meets every SLO"

@@ -33,7 +33,7 @@ def sweep(**over):
 def row(point, concurrency=4, precision="float16", gpus=1, tok_s_gpu=100.0, **numbers):
     base = {"point": point, "model": "m", "precision": precision, "concurrency": concurrency, "gpus": gpus,
             "output_tok_s_per_gpu": tok_s_gpu, "ttft_p99_ms": 100.0, "tpot_p99_ms": 10.0, "e2e_p99_ms": 1000.0,
-            "success_rate": 1.0, "rougeL": 0.5, "chrf": 0.6}  # fmt: skip
+            "success_rate": 1.0, "rougeL": 0.5, "chrf": 0.6, "point_status": "ok"}  # fmt: skip
     return {**base, **numbers}
 
 

@@ -12,7 +12,7 @@ def row(point: str, concurrency: int, tok_s_gpu: float, ttft_p99: float, rouge: 
         gpus: int = 1, success: float = 1.0) -> dict:  # fmt: skip
     return {"point": point, "model": "m", "precision": precision, "concurrency": concurrency, "gpus": gpus,
             "output_tok_s_per_gpu": tok_s_gpu, "ttft_p99_ms": ttft_p99, "tpot_p99_ms": 20.0, "e2e_p99_ms": 900.0,
-            "success_rate": success, "rougeL": rouge}  # fmt: skip
+            "success_rate": success, "rougeL": rouge, "point_status": "ok"}  # fmt: skip
 
 
 ROWS = [
@@ -60,3 +60,40 @@ def test_ties_go_to_fewer_gpus_and_no_slo_means_the_fastest():
 def test_a_bad_slo_is_one_line_naming_the_field(slo, message):
     with pytest.raises(TrtsweepError, match=message):
         check(slo)
+
+
+def test_failed_lost_and_other_server_levels_are_never_best_nor_the_accuracy_reference():
+    rows = [
+        {**row("fp16", 8, 400.0, 900.0, 0.50, "float16"), "point_status": "failed"},  # the reference, had it passed
+        {**row("fp8", 8, 600.0, 700.0, 0.20, "fp8"), "server_identity_error": "the server at h:1 is 'x', not 'y'"},
+        row("fp8", 1, 150.0, 150.0, 0.20, "fp8"),
+        {**row("int4", 8, 900.0, 500.0, 0.30, "int4_awq"), "point_status": "lost"},
+        {**row("bare", 8, 990.0, 100.0, 0.30, "int4_awq"), "point_status": None},  # no status record
+    ]
+    verdict = judge(rows, {"ttft_p99_ms": 1000, "max_accuracy_drop": 0.05})
+    # without fp16 the most precise measured accuracy at concurrency 1 is fp8's own: no drop
+    assert (verdict["best"]["point"], verdict["best"]["concurrency"]) == ("fp8", 1)
+    assert verdict["excluded"] == {
+        ("fp16", 8): "the point did not finish ok (failed)",
+        ("fp8", 8): "not the expected server's numbers: the server at h:1 is 'x', not 'y'",
+        ("int4", 8): "the point did not finish ok (lost)",
+        ("bare", 8): "the point has no status record",
+    }
+    lines = summary_lines(verdict)
+    assert lines[0].startswith("best under the SLOs: fp8 at concurrency 1: 150.0 output tok/s per GPU")
+    assert lines[1:] == [
+        "fp16: not a candidate: the point did not finish ok (failed)",
+        "int4: not a candidate: the point did not finish ok (lost)",
+        "bare: not a candidate: the point has no status record",
+    ]
+
+
+def test_with_no_candidate_the_verdict_says_so_even_without_slos():
+    rows = [{**row("fp16", 8, 400.0, 900.0, 0.50, "float16"), "point_status": "failed"}]
+    verdict = judge(rows, {})
+    assert verdict["best"] is None
+    assert summary_lines(verdict) == [
+        "no configuration is a candidate: none finished ok with its own server's numbers",
+        "fp16: not a candidate: the point did not finish ok (failed)",
+    ]
+    assert summary_lines(judge([], {})) == ["no configuration was measured"]
