@@ -5,7 +5,8 @@ curve per configuration over its load levels) and the Pareto front; output tok/s
 TTFT / TPOT / E2E percentiles per point and level; accuracy per precision against the sweep's highest precision;
 a comparison table (rows = concurrency, columns = configurations: QPS, output tok/s, TTFT avg and p99); every
 row of results.csv; the failures with stage and cause. Every number in a table carries its results.csv text in
-`data-value` (the same `results_table.cell`), so the page and the CSV cannot disagree.
+`data-value` (the same `results_table.cell`), so the page and the CSV cannot disagree. A value nobody measured is
+never drawn (as 0 or otherwise): the chart leaves that level out and says so in one line under it.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ th, td { border: 1px solid #d0d7de; padding: 3px 7px; text-align: right; }
 th { background: #f3f5f7; } td.text { text-align: left; }
 tr.best td { background: #eef6ee; } td.miss { color: #b42318; }
 .charts { display: flex; flex-wrap: wrap; gap: 12px; } .charts figure { margin: 0; }
-figcaption { color: #57606a; font-size: 12px; max-width: 560px; }
+figcaption { color: #57606a; font-size: 12px; max-width: 560px; } figcaption .left-out { display: block; }
 .muted { color: #57606a; } .scroll { overflow-x: auto; }
 """
 
@@ -59,8 +60,11 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg") :]
 
 
-def _figure(svg: str, caption: str) -> str:
-    return f"<figure>{svg}<figcaption>{html.escape(caption)}</figcaption></figure>"
+def _figure(chart: tuple[str, str], caption: str) -> str:
+    """A chart (its SVG, the line saying what it left out) and its caption."""
+    svg, left_out = chart
+    note = f'<span class="left-out">{html.escape(left_out)}</span>' if left_out else ""
+    return f"<figure>{svg}<figcaption>{html.escape(caption)}{note}</figcaption></figure>"
 
 
 def _by_point(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -68,6 +72,24 @@ def _by_point(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]
     for row in rows:
         out.setdefault(row["point"], []).append(row)
     return out
+
+
+def known(
+    rows: Sequence[dict[str, Any]], columns: dict[str, str], label: dict[str, str]
+) -> tuple[list[dict[str, Any]], str]:
+    """The rows with a value in every one of `columns` (column -> its name), and one line naming the levels left out
+    for want of a value, per configuration ("" when none was)."""
+    kept: list[dict[str, Any]] = []
+    gaps: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for row in rows:
+        missing = tuple(name for column, name in columns.items() if row.get(column) is None)
+        if missing:
+            gaps.setdefault((row["point"], missing), []).append(str(row["concurrency"]))
+        else:
+            kept.append(row)
+    parts = [f"{label[point]} at concurrency {', '.join(levels)} ({', '.join(missing)})"
+             for (point, missing), levels in gaps.items()]  # fmt: skip
+    return kept, f"Left out, no value: {'; '.join(parts)}." if parts else ""
 
 
 def labels(points: Sequence[str]) -> tuple[dict[str, str], str]:
@@ -86,10 +108,10 @@ def labels(points: Sequence[str]) -> tuple[dict[str, str], str]:
     return out, common
 
 
-def _tradeoff(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> str:
+def _tradeoff(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> tuple[str, str]:
+    drawn, left_out = known(rows, {"ttft_p99_ms": "TTFT p99", "output_token_throughput": "output tok/s"}, label)
     fig, ax = plt.subplots(figsize=(6.2, 4.0))
-    for point, mine in _by_point(rows).items():
-        mine = [r for r in mine if r["ttft_p99_ms"] is not None and r["output_token_throughput"] is not None]
+    for point, mine in _by_point(drawn).items():
         ax.plot([r["ttft_p99_ms"] for r in mine], [r["output_token_throughput"] for r in mine], marker="o",
                 label=label[point])  # fmt: skip
         for r in mine:
@@ -99,7 +121,7 @@ def _tradeoff(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> str:
     ax.set_ylabel("output tokens/s")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    return _svg(fig)
+    return _svg(fig), left_out
 
 
 def pareto(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -114,55 +136,62 @@ def pareto(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(front, key=lambda r: r["ttft_p99_ms"])
 
 
-def _pareto_chart(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> str:
+def _pareto_chart(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> tuple[str, str]:
+    drawn, left_out = known(rows, {"ttft_p99_ms": "TTFT p99", "output_tok_s_per_gpu": "output tok/s per GPU"}, label)
     fig, ax = plt.subplots(figsize=(6.2, 4.0))
-    for point, mine in _by_point(rows).items():
-        mine = [r for r in mine if r["ttft_p99_ms"] is not None and r["output_tok_s_per_gpu"] is not None]
+    for point, mine in _by_point(drawn).items():
         ax.scatter([r["ttft_p99_ms"] for r in mine], [r["output_tok_s_per_gpu"] for r in mine], label=label[point])
-    front = pareto(rows)
+    front = pareto(drawn)
     ax.step([r["ttft_p99_ms"] for r in front], [r["output_tok_s_per_gpu"] for r in front], where="post", color="k",
             linestyle="--", label="Pareto front")  # fmt: skip
     ax.set_xlabel("TTFT p99 (ms)")
     ax.set_ylabel("output tokens/s per GPU")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    return _svg(fig)
+    return _svg(fig), left_out
 
 
-def _per_gpu(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> str:
-    points = _by_point(rows)
-    best = [max((r["output_tok_s_per_gpu"] or 0.0) for r in mine) for mine in points.values()]
+def _per_gpu(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> tuple[str, str]:
+    drawn, left_out = known(rows, {"output_tok_s_per_gpu": "output tok/s per GPU"}, label)
+    points = _by_point(drawn)
+    best = [max(r["output_tok_s_per_gpu"] for r in mine) for mine in points.values()]
     fig, ax = plt.subplots(figsize=(6.2, 0.6 + 0.45 * len(points)))
     ax.barh([label[p] for p in points], best, color="#4c72b0")
     ax.invert_yaxis()
     ax.set_xlabel("best output tokens/s per GPU (any load level)")
     ax.tick_params(axis="y", labelsize=7)
     ax.grid(axis="x", alpha=0.3)
-    return _svg(fig)
+    return _svg(fig), left_out
 
 
-def _latencies(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> str:
+def _series(rows: Sequence[dict[str, Any]], column: str) -> tuple[list[Any], list[Any]]:
+    """(concurrency, value) of the rows that have a value in `column`."""
+    drawn = [r for r in rows if r[column] is not None]
+    return [r["concurrency"] for r in drawn], [r[column] for r in drawn]
+
+
+def _latencies(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> tuple[str, str]:
+    panels = (("TTFT", "ttft"), ("TPOT", "tpot"), ("E2E", "e2e"))
+    names = {f"{m}_{s}_ms": f"{n} {s}" for n, m in panels for s in ("p50", "p99")}
+    left_out = known(rows, names, label)[1]
     fig, axes = plt.subplots(1, 3, figsize=(12.4, 3.6))
-    for ax, (name, metric) in zip(axes, (("TTFT", "ttft"), ("TPOT", "tpot"), ("E2E", "e2e")), strict=True):
+    for ax, (name, metric) in zip(axes, panels, strict=True):
         for point, mine in _by_point(rows).items():
-            conc = [r["concurrency"] for r in mine]
-            (line,) = ax.plot(conc, [r[f"{metric}_p50_ms"] for r in mine], marker="o", label=f"{label[point]} p50")
-            ax.plot(conc, [r[f"{metric}_p99_ms"] for r in mine], marker="^", linestyle="--", color=line.get_color(),
+            (line,) = ax.plot(*_series(mine, f"{metric}_p50_ms"), marker="o", label=f"{label[point]} p50")
+            ax.plot(*_series(mine, f"{metric}_p99_ms"), marker="^", linestyle="--", color=line.get_color(),
                     label=f"{label[point]} p99")  # fmt: skip
         ax.set_title(f"{name} (ms)")
         ax.set_xlabel("concurrency")
         ax.grid(alpha=0.3)
-    handles, names = axes[0].get_legend_handles_labels()  # below the panels, never over a curve
-    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.04), ncol=2, fontsize=7, frameon=False)
-    return _svg(fig)
+    handles, legend = axes[0].get_legend_handles_labels()  # below the panels, never over a curve
+    fig.legend(handles, legend, loc="upper center", bbox_to_anchor=(0.5, -0.04), ncol=2, fontsize=7, frameon=False)
+    return _svg(fig), left_out
 
 
-def _accuracy(rows: Sequence[dict[str, Any]], metric: str, label: dict[str, str]) -> str:
-    points = _by_point(rows)
-    values = [
-        sum(r[metric] for r in mine if r[metric] is not None) / max(1, sum(r[metric] is not None for r in mine))
-        for mine in points.values()
-    ]
+def _accuracy(rows: Sequence[dict[str, Any]], metric: str, label: dict[str, str]) -> tuple[str, str]:
+    drawn, left_out = known(rows, {metric: metric}, label)
+    points = _by_point(drawn)
+    values = [sum(r[metric] for r in mine) / len(mine) for mine in points.values()]
     precisions = [mine[0]["precision"] for mine in points.values()]
     fig, ax = plt.subplots(figsize=(6.2, 0.6 + 0.45 * len(points)))
     names = [label[p] if str(prec) in label[p].split("_") else f"{label[p]} ({prec})"
@@ -175,7 +204,7 @@ def _accuracy(rows: Sequence[dict[str, Any]], metric: str, label: dict[str, str]
     ax.set_xlabel(f"{metric} (mean over load levels)")
     ax.tick_params(axis="y", labelsize=7)
     ax.grid(axis="x", alpha=0.3)
-    return _svg(fig)
+    return _svg(fig), left_out
 
 
 def _td(row: dict[str, Any], column: str, digits: int | None, extra: str = "", text: str | None = None) -> str:
@@ -248,15 +277,19 @@ def _results(rows: Sequence[dict[str, Any]], verdict: dict[str, Any], label: dic
     head = "".join(f"<th>{name}</th>" for name, _, _ in TABLE) + "<th>SLOs missed</th>"
     body = []
     for row in rows:
-        missed = verdict["rows"].get((row["point"], row["concurrency"]), [])
+        where = (row["point"], row["concurrency"])
+        missed = verdict["rows"].get(where, [])
+        excluded = verdict["excluded"].get(where)
         css = (
             ' class="best"'
             if best is not None and (row["point"], row["concurrency"]) == (best["point"], best["concurrency"])
             else ""
         )
         cells = "".join(_td(row, col, d, text=label[row["point"]] if col == "point" else None) for _, col, d in TABLE)
-        slo = html.escape("; ".join(missed)) if missed else ("met" if verdict["slo"] else "-")
-        body.append(f'<tr{css}>{cells}<td class="text{" miss" if missed else ""}">{slo}</td></tr>')
+        slo = "; ".join(missed) if missed else ("met" if verdict["slo"] else "-")
+        slo = f"not a candidate: {excluded}; {slo}" if excluded else slo
+        miss = " miss" if missed or excluded else ""
+        body.append(f'<tr{css}>{cells}<td class="text{miss}">{html.escape(slo)}</td></tr>')
     return f'<div class="scroll"><table class="results"><tr>{head}</tr>{"".join(body)}</table></div>'
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-from trtsweep import report, results_table
+from trtsweep import handoff, report, results_table
 from trtsweep.cli import main
 from trtsweep.errors import TrtsweepError
 
@@ -202,3 +203,99 @@ def test_errors_and_abandoned_requests_are_counted_by_class(tmp_path):
     assert row["success_rate"] == 0.7 and row["gpus"] == 2 and row["output_tok_s_per_gpu"] == 50.0
     # no tokenizer: input tokens unknown, never 0
     assert row["input_tok_s_per_gpu"] is None and row["input_tokens_mean"] is None
+
+
+def mark_failed(results: Path, point: str) -> None:
+    record = json.loads((results / point / "status.json").read_text())
+    record.update(status="failed", stage="benchmark", cause="llm-perf exited 3 (hand-made)")
+    (results / point / "status.json").write_text(json.dumps(record))
+
+
+def edit_levels(results: Path, point: str, edit: Callable[[int, dict], None]) -> None:
+    """Apply `edit(concurrency, summary)` to every level of the point's llm_perf.summary.json."""
+    path = results / point / "llm_perf.summary.json"
+    data = json.loads(path.read_text())
+    for level in data["levels"]:
+        edit(level["concurrency"], level["summary"])
+    path.write_text(json.dumps(data))
+
+
+def test_a_failed_point_is_never_named_best_and_handoff_picks_the_reports_best(results):
+    (results / "slo.json").unlink()  # no SLOs: int8 at concurrency 2 is the fastest
+    mark_failed(results, INT8)
+    written = report.write(results)
+    assert written.verdict[0].startswith(f"best (no SLOs given: highest output tok/s per GPU): {FP32} at concurrency 2")
+    assert f"{INT8}: not a candidate: the point did not finish ok (failed)" in written.verdict
+    assert handoff.best_point(results) == (FP32, written.verdict[0])
+    page = (results / "report.html").read_text()
+    assert f'<p class="best">best (no SLOs given: highest output tok/s per GPU): {FP32}' in page
+    assert {r["point_status"] for r in read_csv(results / "results.csv") if r["point"] == INT8} == {"failed"}
+
+
+def test_a_level_of_another_server_is_never_best_and_results_csv_says_why(results):
+    (results / "slo.json").unlink()
+    error = "the server at 127.0.0.1:8001 is 'trtsweep-1', not the expected 'trtsweep-2' (hand-made)"
+
+    def another_server(concurrency: int, summary: dict) -> None:
+        if concurrency == 2:  # int8's fastest level
+            summary["server_identity"]["error"] = summary["error"] = error
+
+    edit_levels(results, INT8, another_server)
+    written = report.write(results)
+    assert written.verdict[0].startswith(f"best (no SLOs given: highest output tok/s per GPU): {INT8} at concurrency 1")
+    assert handoff.best_point(results)[0] == INT8
+    errors = {
+        r["concurrency"]: r["server_identity_error"] for r in read_csv(results / "results.csv") if r["point"] == INT8
+    }
+    assert errors == {"1": "", "2": error, "4": ""}
+    page = (results / "report.html").read_text()
+    assert "not a candidate: not the expected server&#x27;s numbers: the server at 127.0.0.1:8001" in page
+
+
+class Figures(HTMLParser):
+    """Each chart of the page: its SVG's text comments (matplotlib writes every label as one) and its caption."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.figures: list[dict[str, str]] = []
+        self.inside = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "figure":
+            self.figures.append({"labels": "", "caption": ""})
+        self.inside = tag if tag in ("figcaption", "span") and self.figures else self.inside
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "figcaption":
+            self.inside = ""
+
+    def handle_comment(self, data: str) -> None:
+        if self.figures:
+            self.figures[-1]["labels"] += f"|{data.strip()}|"
+
+    def handle_data(self, data: str) -> None:
+        if self.inside:
+            self.figures[-1]["caption"] += data
+
+
+def test_the_charts_leave_out_unknown_values_and_say_which_under_them(results):
+    def unknown(concurrency: int, summary: dict) -> None:
+        summary.pop("accuracy")  # int8's rougeL at every level
+        if concurrency == 4:
+            del summary["ttft_ms"]["p99"]
+
+    edit_levels(results, INT8, unknown)
+    report.write(results)
+    first = (results / "report.html").read_text()
+    report.write(results)
+    assert (results / "report.html").read_text() == first  # still the same page from the same results
+    page = Figures()
+    page.feed(first)
+    tradeoff, pareto, per_gpu, accuracy, latencies = page.figures
+    ttft = "Left out, no value: int8 at concurrency 4 (TTFT p99)."
+    assert tradeoff["caption"].endswith(ttft) and pareto["caption"].endswith(ttft)
+    assert "|c=4|" in tradeoff["labels"] and tradeoff["labels"].count("|c=4|") == 1  # float32's only
+    assert latencies["caption"].endswith(ttft)
+    assert "Left out" not in per_gpu["caption"]
+    assert accuracy["caption"].endswith("Left out, no value: int8 at concurrency 1, 2, 4 (rougeL).")
+    assert "|int8|" not in accuracy["labels"] and "|float32|" in accuracy["labels"]  # no bar at 0: no bar
