@@ -30,6 +30,7 @@ requirements: [trtsweep on the controller]
 
 POINT_TASK = re.compile(r"^Point \| (?P<what>[^|]+?) \| (?P<point>\S+)$")
 STAGE = re.compile(r"^stage (?P<stage>\w+)$")
+FIRST_STAGE = "preflight"  # where every point starts (run_point.yml's __point_stage; trtsweep.status.STAGES[0])
 
 
 class CallbackModule(CallbackBase):
@@ -95,10 +96,9 @@ class CallbackModule(CallbackBase):
             return
         stage = STAGE.match(match.group("what").strip())
         lane = lanes[host.name]
-        if lane.get("point") != match.group("point") or stage:
-            lane.update(point=match.group("point"), since=lane.get("since") if not stage else time.time())
-            if stage:
-                lane["stage"] = stage.group("stage")
+        if lane.get("point") != match.group("point") or stage:  # a new point starts at the first stage
+            lane.update(point=match.group("point"), stage=stage.group("stage") if stage else FIRST_STAGE,
+                        since=time.time())  # fmt: skip
             self._save()
 
     def v2_runner_on_unreachable(self, result) -> None:
@@ -118,7 +118,7 @@ class CallbackModule(CallbackBase):
         try:  # the report play never ran: every lane went away; write what is known
             from trtsweep.report import write
 
-            text, _, _ = write(Path(self._plan["results_dir"]), self._plan)
-            self._display.warning("the report play did not run; report written by trtsweep_events:\n" + text)
+            written = write(Path(self._plan["results_dir"]), self._plan)
+            self._display.warning("the report play did not run; report written by trtsweep_events:\n" + written.text)
         except Exception as exc:  # a callback must never break the run's end
             self._display.warning(f"trtsweep_events: could not write the report: {exc}")

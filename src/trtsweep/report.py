@@ -44,23 +44,26 @@ def collect(results_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _events(results_dir: Path) -> dict[str, Any]:
+def _events(results_dir: Path, run_id: str) -> dict[str, Any]:
+    """The events of run `run_id` (empty when the file is missing, unreadable or another run's)."""
     try:
-        return json.loads((results_dir / EVENTS_FILE).read_text())
+        events = json.loads((results_dir / EVENTS_FILE).read_text())
     except (OSError, json.JSONDecodeError):
         return {}
+    return events if isinstance(events, dict) and events.get("run_id") == run_id else {}
 
 
-def lost_reasons(results_dir: Path) -> dict[str, str]:
+def lost_reasons(results_dir: Path, run_id: str) -> dict[str, str]:
     """Host -> why it went away, from the run's events file (empty when there is none)."""
-    unreachable = _events(results_dir).get("unreachable", {})
+    unreachable = _events(results_dir, run_id).get("unreachable", {})
     return {host: f"host {host} unreachable: {msg}" for host, msg in unreachable.items()}
 
 
-def last_stages(results_dir: Path) -> dict[str, str]:
+def last_stages(results_dir: Path, run_id: str) -> dict[str, str]:
     """Point -> the stage its lane was in when the run's events last saw it (the controller's record only knows
-    the stage a point started with until it ends)."""
-    lanes = _events(results_dir).get("lanes", {})
+    the stage a point started with until it ends). Only the point a lane was running has one: the callback starts
+    each point at the first stage, so no point carries the stage its lane's previous point reached."""
+    lanes = _events(results_dir, run_id).get("lanes", {})
     return {lane["point"]: lane["stage"] for lane in lanes.values() if lane.get("point") and lane.get("stage")}
 
 
@@ -99,7 +102,10 @@ def write(results_dir: Path, plan: dict[str, Any] | None = None, slo: dict[str, 
     `slo` (the sweep's, validated) is kept in the directory (slo.json) so that a later `trtsweep report` judges
     the same way."""
     if plan is not None:
-        status.outcome(results_dir, plan["points"], plan["run_id"], lost_reasons(results_dir), last_stages(results_dir))
+        run_id = plan["run_id"]
+        status.outcome(
+            results_dir, plan["points"], run_id, lost_reasons(results_dir, run_id), last_stages(results_dir, run_id)
+        )
     slo_file = results_dir / "slo.json"
     if slo is not None:
         atomic_write_text(slo_file, json.dumps(verdict.check(slo), indent=2) + "\n")
