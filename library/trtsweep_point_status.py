@@ -11,8 +11,10 @@ short_description: Write a sweep point's status record on the controller
 description:
   - O(state=running) clears the point's controller results directory (nothing of an earlier run may pass as
     this run's) and records the point as running with this run's id and the point's settings hash.
-  - O(state=finished) completes that record with ok or failed, the stage, the cause in one line, the log tail
-    and the seconds per stage. Refuses a record started by another run.
+  - O(state=finished) completes that record with ok or failed, the stage, the cause in one line, the log tail,
+    the seconds per stage and C(model_commit), the commit the model revision resolved to on the host (from the
+    fetched C(repository.json)); resume reruns the point when its moving revision names another commit later.
+    Refuses a record started by another run.
   - Runs on the controller (delegate_to localhost).
 options:
   state: {type: str, choices: [running, finished], required: true, description: "Start or end the record."}
@@ -104,6 +106,7 @@ def main():
         record = run_or_fail(
             module, status.finish, results, p["point"]["id"], p["run_id"], status=p["status"], stage=p["stage"],
             cause=cause, log_tail=tail, stages=_durations(p["stage_times"]), finished_at=fleet.now(),
+            model_commit=status.model_commit(results, p["point"]["id"]),
         )  # fmt: skip
     module.exit_json(changed=True, record=record)
 

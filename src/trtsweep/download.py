@@ -3,12 +3,18 @@ local mirror directory, or ModelScope.
 
 `resolve()` returns where the snapshot is and whether anything was fetched. The hub token is passed
 through to the hub client only; it never appears in a result, a log line or an error message.
+
+A revision that is not a commit (a branch or tag; none means `main`) is resolved to the commit it names on the hub
+now (one `model_info` call), not to the one the cache saw last, so a moved branch is downloaded; offline, or when the
+hub cannot be reached, the cache's ref decides (as huggingface_hub does). `current_commit()` only says which commit
+that is, downloading nothing (the prepare play's check that lets resume rerun a point whose branch moved).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from trtsweep.errors import TrtsweepError
+from trtsweep.fileio import atomic_write_text
 
 GIB = 1 << 30
+COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,98 @@ def check_free_space(target: Path, needed_bytes: int, margin: float = 1.1) -> No
         )
 
 
+def is_commit(revision: str | None) -> bool:
+    """A full commit hash names one snapshot for good; a branch or tag (None: main) can move."""
+    return revision is not None and COMMIT.fullmatch(revision) is not None
+
+
+def ref_key(repo_id: str, revision: str | None) -> str:
+    """How a model revision is named in the hosts' resolved commits: `owner/name@revision` (None: main)."""
+    return f"{repo_id}@{revision or 'main'}"
+
+
+def _token(token: str | None) -> str | bool:
+    return token or os.environ.get("HF_TOKEN") or False
+
+
+def _entry(cache_dir: str | None, repo_id: str) -> Path:
+    """The repo's directory in the hub cache (huggingface_hub's layout: models--owner--name)."""
+    from huggingface_hub.constants import HF_HUB_CACHE
+
+    return Path(cache_dir or HF_HUB_CACHE) / ("models--" + repo_id.replace("/", "--"))
+
+
+def _cached_commit(cache_dir: str | None, repo_id: str, revision: str | None) -> str | None:
+    """The commit a revision names in the hub cache (its refs/ file), None when the cache has no such ref."""
+    if is_commit(revision):
+        return revision
+    try:
+        commit = (_entry(cache_dir, repo_id) / "refs" / (revision or "main")).read_text().strip()
+    except OSError:
+        return None
+    return commit if is_commit(commit) else None
+
+
+def _unreachable() -> tuple[type[BaseException], ...]:
+    """What the hub client raises when the hub cannot be reached: offline mode, and the transport errors of httpx
+    (huggingface_hub 1.x) or requests (before)."""
+    from huggingface_hub.utils import OfflineModeIsEnabled
+
+    errors: list[type[BaseException]] = [OfflineModeIsEnabled]
+    try:
+        import httpx
+
+        errors.append(httpx.TransportError)
+    except ImportError:
+        pass
+    try:
+        import requests
+
+        errors += [requests.ConnectionError, requests.Timeout]
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def _hub_commit(repo_id: str, revision: str | None, endpoint: str | None, token: str | bool) -> str | None:
+    """The commit a branch or tag names on the hub now; None when the hub cannot be reached."""
+    from huggingface_hub import HfApi
+
+    try:
+        return HfApi(endpoint=endpoint, token=token).model_info(repo_id, revision=revision).sha
+    except _unreachable():
+        return None
+
+
+def current_commit(
+    repo_id: str, *, revision: str | None = None, cache_dir: str | None = None, offline: bool = False,
+    endpoint: str | None = None, token: str | None = None,
+) -> str | None:  # fmt: skip
+    """The commit a revision names now, downloading nothing: a commit itself; else the hub's answer, or, offline or
+    when the hub does not answer, the cache's ref; None when neither knows."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if is_commit(revision):
+        return revision
+    if not offline:
+        try:
+            commit = _hub_commit(repo_id, revision, endpoint, _token(token))
+        except HfHubHTTPError:
+            commit = None  # private, gated, missing or a hub error: the download will say which
+        if commit:
+            return commit
+    return _cached_commit(cache_dir, repo_id, revision)
+
+
+def _point_ref(cache_dir: str | None, repo_id: str, revision: str | None, commit: str) -> None:
+    """Make the cache's ref name the commit the hub named (as snapshot_download does), so an offline run later
+    resolves the branch as this run did."""
+    if _cached_commit(cache_dir, repo_id, revision) != commit:
+        ref = _entry(cache_dir, repo_id) / "refs" / (revision or "main")
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(ref, commit)
+
+
 def _hub(
     repo_id: str, revision: str | None, cache_dir: str | None, offline: bool, endpoint: str | None,
     allow: list[str] | None, ignore: list[str] | None, token: str | None, check_mode: bool,
@@ -57,11 +157,18 @@ def _hub(
 
     kwargs: dict[str, Any] = {
         "repo_id": repo_id, "revision": revision, "cache_dir": cache_dir, "allow_patterns": allow,
-        "ignore_patterns": ignore, "token": token or os.environ.get("HF_TOKEN") or False, "endpoint": endpoint,
+        "ignore_patterns": ignore, "token": _token(token), "endpoint": endpoint,
     }  # fmt: skip
+    wanted = revision
     try:
-        path = snapshot_download(local_files_only=True, **kwargs)
+        if not offline and not is_commit(revision):  # a branch or tag: the commit it names now (None: no answer)
+            wanted = _hub_commit(repo_id, revision, endpoint, kwargs["token"]) or revision
+        path = snapshot_download(local_files_only=True, **{**kwargs, "revision": wanted})
+        if wanted != revision:
+            _point_ref(cache_dir, repo_id, revision, wanted)
         return Snapshot(path, Path(path).name, False, "hub-cache")
+    except HfHubHTTPError as exc:
+        raise TrtsweepError(f"download of {repo_id} failed: {str(exc).splitlines()[0]}") from None
     except LocalEntryNotFoundError:
         if offline:
             raise TrtsweepError(
@@ -78,6 +185,8 @@ def _hub(
         path = snapshot_download(**kwargs)
     except HfHubHTTPError as exc:
         raise TrtsweepError(f"download of {repo_id} failed: {str(exc).splitlines()[0]}") from None
+    except _unreachable() as exc:
+        raise TrtsweepError(f"download of {repo_id} failed: the hub did not answer ({type(exc).__name__})") from None
     except OSError as exc:
         raise TrtsweepError(f"download of {repo_id} failed: {exc.strerror or exc}") from None
     return Snapshot(path, Path(path).name, True, "hub")

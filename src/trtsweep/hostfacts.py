@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trtsweep.build.versions import same_release
 from trtsweep.errors import TrtsweepError
 
 NVIDIA_SMI_QUERY = ["--query-gpu=index,name,memory.total,memory.used", "--format=csv,noheader,nounits"]
@@ -142,16 +143,17 @@ def image_tag_version(image: str) -> str | None:
 
 def version_problems(wanted: str | None, declared: str | None, images: list[str]) -> list[str]:
     """The host group's declared TensorRT-LLM (trtsweep_trtllm_version) and the images' tags against the version the
-    sweep's points need: a host of another release takes none of its points."""
+    sweep's points need, compared as releases (`build.versions.same_release`: 1.2 = 1.2.0 = v1.2.0, but a release
+    candidate 1.2.0rc8 is not 1.2.0): a host of another release takes none of its points."""
     if not wanted:
         return []
     problems = []
-    if declared and declared.strip().lstrip("v") != wanted.strip().lstrip("v"):
+    if declared and not same_release(declared, wanted):
         problems.append(f"this host declares TensorRT-LLM {declared} (trtsweep_trtllm_version); the sweep's points "
                         f"need {wanted}")  # fmt: skip
     for image in images:
         tagged = image_tag_version(image)
-        if tagged is not None and tagged != wanted.strip().lstrip("v"):
+        if tagged is not None and not same_release(tagged, wanted):
             problems.append(f"image {image} is TensorRT-LLM {tagged}; the sweep's points need {wanted}")
     return problems
 
@@ -184,6 +186,6 @@ def preflight(
         found["trtllm_version"] = version
         if version is None:
             problems.append(f"tensorrt_llm: not importable by {trtllm_python} ({why}); need {trtllm_version_wanted}")
-        elif version != trtllm_version_wanted:
+        elif not same_release(version, trtllm_version_wanted):
             problems.append(f"tensorrt_llm {version} on this host; the sweep's points declare {trtllm_version_wanted}")
     return problems, found

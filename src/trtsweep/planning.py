@@ -28,13 +28,16 @@ Sweep definition (``trtsweep_sweep``)::
 `expand` checks everything it can before a host is touched, each problem one line naming the field: every
 number's range, the prompts file (read with llm-perf's own loader; a relative path starts at `base_dir`), the
 `triton:` keys and values as the serving TensorRT-LLM version's repository takes them, control characters in
-paths. `tests/unit/test_schema_reaches.py` proves that every key reaches the role, module or plan it configures.
+paths. Every point carries `input_data_sha256`, the prompts file's content hash, so a rerun after the file was
+edited reruns its points (resume compares settings hashes, `trtsweep.status`). `tests/unit/test_schema_reaches.py`
+proves that every key reaches the role, module or plan it configures.
 """
 
 from __future__ import annotations
 
 import difflib
 import fnmatch
+import hashlib
 import itertools
 import re
 from pathlib import Path
@@ -133,6 +136,15 @@ def check_input_data(input_data: str, base_dir: Path) -> Path:
     except TrtsweepError as exc:
         raise _fail("benchmark.input_data", str(exc)) from exc
     return path
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes: a point records its prompts file's, so an edited file changes its settings."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _fail(field: str, problem: str) -> TrtsweepError:
@@ -246,7 +258,8 @@ def _check_extra_inputs(point: dict[str, Any], field: str, inputs: dict[str, Any
             raise _fail(f"{field}.{key}", f"{key} is {kind}: expected {expected}, got {value!r}")
 
 
-def _benchmark(value: Any, base_dir: Path) -> dict[str, Any]:
+def _benchmark(value: Any, base_dir: Path) -> tuple[dict[str, Any], Path]:
+    """The benchmark with llm-perf's defaults filled in, and the prompts file it reads (checked)."""
     if not isinstance(value, dict):
         raise _fail("benchmark", "expected a mapping")
     unknown = set(value) - BENCHMARK_KEYS
@@ -274,8 +287,7 @@ def _benchmark(value: Any, base_dir: Path) -> dict[str, Any]:
     _seconds("benchmark.connect_timeout", value["connect_timeout"])
     _seconds("benchmark.stall_timeout", value["stall_timeout"], zero="no stall check")
     _extra_inputs(value["extra_inputs"])
-    check_input_data(value["input_data"], base_dir)
-    return value
+    return value, check_input_data(value["input_data"], base_dir)
 
 
 def _trtllm(backend: str, value: Any) -> dict[str, Any]:
@@ -431,7 +443,8 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
     triton = _triton(backend, trtllm, sweep.get("triton"), "engine" in used_flows)
     pytorch = flows.parse_pytorch(sweep.get("pytorch"))
     llm_api = flows.parse_llm_api(sweep.get("llm_api"))
-    benchmark = _benchmark(sweep.get("benchmark"), default_base_dir() if base_dir is None else base_dir)
+    benchmark, prompts = _benchmark(sweep.get("benchmark"), default_base_dir() if base_dir is None else base_dir)
+    prompts_sha256 = file_sha256(prompts)  # in every point: an edited prompts file changes its settings hash
     placement = _placement(backend, sweep.get("placement"))
 
     points = []
@@ -448,7 +461,7 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
             release = flows.release(backend, trtllm.get("version"), flow, field)
             point = _point(point_id, name, backend, model, precision, (tp, pp), bs, (isl, osl), stream,
                            triton if flow == "engine" else {}, benchmark, trtllm, placement)  # fmt: skip
-            point |= {"flow": flow, "server": server, "config": stem}
+            point |= {"flow": flow, "server": server, "config": stem, "input_data_sha256": prompts_sha256}
             if flow == "pytorch":
                 point["llm_api_release"] = release
                 point["llm_api"] = flows.llm_api_options(point, str(release), pytorch, llm_api)

@@ -8,7 +8,14 @@ Every point ends with `results/<sweep>/<point>/status.json`:
 
 "running" is written on the controller when a point starts; a point still "running" after the run play is
 *lost* (its host went away). A rerun skips points whose record is "ok" with the same settings hash (the
-resolved point, its model revision and the trtsweep version) and reruns failed, lost, missing or changed ones.
+resolved point, its model revision, its prompts file's content hash and the trtsweep version) and reruns failed,
+lost, missing or changed ones.
+
+An ok record also holds `model_commit`: the commit its model revision resolved to on its host (repository.json's
+`model_revision`). A revision that is not a commit (a branch or tag; none means `main`) can move: the prepare play
+asks every host which commit it names now (`fleet_prepare`, one hub call per model, the cache's ref offline), and a
+record whose commit is not the one a host names now is rerun. When no host could tell (hub unreachable, no cached
+ref), the record is kept: nothing shows that it changed.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from trtsweep import __version__
+from trtsweep.build.versions import canonical
+from trtsweep.download import is_commit, ref_key
 from trtsweep.errors import TrtsweepError
 from trtsweep.fileio import atomic_write_text
 from trtsweep.release import describe
@@ -38,12 +47,42 @@ RESULT_FILES = ("llm_perf.summary.json",)
 
 
 def settings_hash(point: dict[str, Any]) -> str:
-    """What the point measures: its resolved settings (not where it ran, with the model revision it names) and
-    the trtsweep version. The exact build (a hash of trtsweep's files) is recorded beside it, not hashed: a
-    rerun after an edit that leaves the version alone keeps complete points (-e trtsweep_force=true redoes them)."""
+    """What the point measures: its resolved settings (not where it ran; with the model revision it names and its
+    prompts file's content hash, `input_data_sha256`) and the trtsweep version. TensorRT-LLM versions are hashed as
+    releases (`1.2`, `1.2.0` and `v1.2.0` hash alike). The exact build (a hash of trtsweep's files) is recorded
+    beside it, not hashed: a rerun after an edit that leaves the version alone keeps complete points
+    (-e trtsweep_force=true redoes them). The chat template is the `benchmark.chat_template` setting plus the
+    tokenizer's own template, which is part of the model's files: a pinned commit never changes it, and a moving
+    revision is rerun when its commit moves (`model_moved`)."""
     settings = {k: v for k, v in point.items() if k not in PLACEMENT_KEYS}
+    for section in ("trtllm", "triton"):
+        versioned = settings.get(section) or {}
+        key = "version" if section == "trtllm" else "trtllm_version"
+        if isinstance(versioned.get(key), str):
+            settings[section] = {**versioned, key: canonical(versioned[key])}
     blob = json.dumps({"point": settings, "trtsweep": __version__}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def commits_now(hosts: dict[str, dict[str, Any]]) -> dict[str, set[str]]:
+    """`repo_id@revision` -> the commits the hosts' prepare step resolved it to now (fleet_prepare's
+    `model_commits`); a ref no host could resolve is absent."""
+    found: dict[str, set[str]] = {}
+    for facts in hosts.values():
+        for ref, commit in (facts.get("model_commits") or {}).items():
+            if commit:
+                found.setdefault(ref, set()).add(commit)
+    return found
+
+
+def model_moved(record: dict[str, Any], point: dict[str, Any], commits: dict[str, set[str]]) -> bool:
+    """Whether the point's moving model revision names another commit now than the one its record measured. A commit
+    revision never moves; a ref no host resolved now is taken as unmoved (nothing shows it changed)."""
+    revision = point["model"].get("revision")
+    if is_commit(revision):
+        return False
+    now = commits.get(ref_key(point["model"]["repo_id"], revision), set())
+    return bool(now - {record.get("model_commit")})
 
 
 def read(results_dir: Path, point_id: str) -> dict[str, Any] | None:
@@ -57,29 +96,46 @@ def read(results_dir: Path, point_id: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def is_complete(results_dir: Path, point: dict[str, Any]) -> bool:
+def is_complete(results_dir: Path, point: dict[str, Any], commits: dict[str, set[str]] | None = None) -> bool:
+    """An ok record of the same settings, with its results, whose model revision names the same commit now
+    (`commits`: see `commits_now`)."""
     record = read(results_dir, point["id"])
     return (
         record is not None
         and record.get("status") == "ok"
         and record.get("settings_hash") == settings_hash(point)
+        and not model_moved(record, point, commits or {})
         and all((results_dir / point["id"] / name).is_file() for name in RESULT_FILES)
     )
 
 
 def select(
-    points: list[dict[str, Any]], results_dir: Path, force: bool = False, only: str | None = None
+    points: list[dict[str, Any]],
+    results_dir: Path,
+    force: bool = False,
+    only: str | None = None,
+    commits: dict[str, set[str]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
     """(points to run, ids kept from an earlier run, ids left out by `only`)."""
     run, kept, left_out = [], [], []
     for point in points:
         if only and not any(fnmatch.fnmatchcase(point["id"], g.strip()) for g in only.split(",") if g.strip()):
             left_out.append(point["id"])
-        elif not force and is_complete(results_dir, point):
+        elif not force and is_complete(results_dir, point, commits):
             kept.append(point["id"])
         else:
             run.append(point)
     return run, kept, left_out
+
+
+def model_commit(results_dir: Path, point_id: str) -> str | None:
+    """The commit the point's model resolved to on its host, as its fetched repository.json records it."""
+    try:
+        recorded = json.loads((results_dir / point_id / "repository.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    commit = recorded.get("model_revision") if isinstance(recorded, dict) else None
+    return commit if isinstance(commit, str) else None
 
 
 def write(results_dir: Path, record: dict[str, Any]) -> Path:

@@ -17,9 +17,12 @@ optional value, N exactly N values, each one of ``choices`` unless that is null)
 release's own rendered argparse documentation) or only the closest copy that could be dated, and the
 ``evidence``. A tool whose file for a release could not be found names the release it is taken from
 (``same_as``) and says why. Versions are compared by (major, minor): patch releases, ``.postN`` and ``rcN``
-share their minor's table. The engine flow exists from 0.8 (first release where the models build through
-``trtllm-build``) to 1.2 (the last line that ships ``trtllm-build``; the TensorRT backend is removed after
-1.3.0rc20).
+share their minor's table. Where a release must be the same one (a host's installed or declared TensorRT-LLM, an
+image tag, the settings hash), versions are compared as PEP 440 versions (`same_release`): `1.2`, `1.2.0` and
+`v1.2.0` are one release, while `1.2.0rc8` and `1.2.0.post1` are others (a release candidate's tools are not the
+release's), though all of them look up the 1.2 table. The engine flow exists from 0.8 (first release where the
+models build through ``trtllm-build``) to 1.2 (the last line that ships ``trtllm-build``; the TensorRT backend is
+removed after 1.3.0rc20).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
+
+from packaging.utils import canonicalize_version
 
 from trtsweep.errors import TrtsweepError
 
@@ -124,6 +129,17 @@ def parse(version: str) -> Version:
             f"{FIRST[0]}.{FIRST[1]} .. {LAST[0]}.{LAST[1]}"
         )
     return parsed
+
+
+def canonical(version: str) -> str:
+    """One spelling per release (PEP 440, trailing zeros dropped): '1.2', '1.2.0', 'v1.2.0' -> '1.2';
+    '1.2.0rc8' -> '1.2rc8'. A string that is no PEP 440 version is returned stripped."""
+    return canonicalize_version(version.strip())
+
+
+def same_release(a: str, b: str) -> bool:
+    """Whether two TensorRT-LLM versions name the same release ('1.2' == '1.2.0' == 'v1.2.0' != '1.2.0rc8')."""
+    return canonical(a) == canonical(b)
 
 
 def _get(version: Version, tool: str, what: str) -> Table:
