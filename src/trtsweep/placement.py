@@ -11,8 +11,11 @@ a fixed Triton port block. A host runs its lanes side by side; the points of a l
 
 Hosts are chosen longest-processing-time first: groups of points that share a checkpoint (same model,
 revision, precision, TP/PP) go, heaviest first, to the host that finishes them earliest; a group heavier
-than an even share of the work is split into its points so sharing never unbalances the fleet. A point
-that no host can take fails the plan with the points and the reason named.
+than an even share of the work is cut into pieces of at most that share, so sharing never unbalances the
+fleet and a host still prepares as few checkpoints as it can. On a host, the points are dealt group by group
+to the lane that finishes earliest: a checkpoint's points run side by side in every free lane (the first lane
+makes the checkpoint, the others wait on its lock and reuse it; `build.artifacts`). A point that no host can
+take fails the plan with the points and the reason named.
 """
 
 from __future__ import annotations
@@ -122,25 +125,50 @@ def _slots(host: Host, width: int, mode: str) -> int:
     return max(1, len(host.gpus) // width)
 
 
-def _choose_hosts(points: list[dict[str, Any]], hosts: list[Host], mode: str) -> dict[str, list[dict[str, Any]]]:
-    """Longest-processing-time first over share groups; returns host name -> its points."""
+def _weight(points: list[dict[str, Any]]) -> float:
+    return sum(p["weight"] for p in points)
+
+
+def _groups(points: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Points by the checkpoint they share: heaviest group first (ties: first point), each heaviest point first."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for point in points:
         groups.setdefault(_share_key(point), []).append(point)
-    total = sum(p["weight"] for p in points)
+    ordered = sorted(groups.values(), key=lambda g: (-_weight(g), g[0]["id"]))
+    return [sorted(g, key=lambda p: (-p["weight"], p["id"])) for g in ordered]
+
+
+def _pieces(members: list[dict[str, Any]], share: float) -> list[list[dict[str, Any]]]:
+    """A share group (heaviest point first) cut first-fit into pieces of at most `share` (a heavier point alone)."""
+    pieces: list[list[dict[str, Any]]] = []
+    for point in members:
+        room = next((pc for pc in pieces if _weight(pc) + point["weight"] <= share), None)
+        if room is None:
+            pieces.append([point])
+        else:
+            room.append(point)
+    return pieces
+
+
+def _units(points: list[dict[str, Any]], hosts: list[Host]) -> list[list[dict[str, Any]]]:
+    """What goes to one host: a share group, a piece of a heavy one, or a point that no host fits with its group."""
+    total = _weight(points)
     units: list[list[dict[str, Any]]] = []
-    for members in groups.values():
+    for members in _groups(points):
         eligible = [h for h in hosts if all(h.fits(p["resources"]) for p in members)]
-        share = total / max(1, len(eligible) or len(hosts))
-        if eligible and sum(p["weight"] for p in members) <= share:
-            units.append(members)
-        else:  # splitting keeps the fleet balanced (or lets each point find its own host)
+        if eligible:
+            units.extend(_pieces(members, total / len(eligible)))
+        else:  # each point finds its own host
             units.extend([p] for p in members)
-    units.sort(key=lambda u: (-sum(p["weight"] for p in u), u[0]["id"]))
+    return sorted(units, key=lambda u: (-_weight(u), u[0]["id"]))
+
+
+def _choose_hosts(points: list[dict[str, Any]], hosts: list[Host], mode: str) -> dict[str, list[dict[str, Any]]]:
+    """Longest-processing-time first over share groups (or their pieces); returns host name -> its points."""
     load = {h.name: 0.0 for h in hosts}
     placed: dict[str, list[dict[str, Any]]] = {h.name: [] for h in hosts}
-    for unit in units:
-        weight = sum(p["weight"] for p in unit)
+    for unit in _units(points, hosts):
+        weight = _weight(unit)
         width = _lane_width(unit)
 
         def finish(h: Host, weight: float = weight, width: int = width) -> tuple[float, float, str]:
@@ -162,15 +190,12 @@ def _lanes(host: Host, points: list[dict[str, Any]], mode: str) -> list[Lane]:
         gpus = usable[k * width : (k + 1) * width] if mode == "pack" and width else usable if width else []
         ports = {role: host.ports[role] + k * host.port_stride for role in PORT_ROLES}
         lanes.append(Lane(name=f"{host.name}--lane{k}", host=host.name, index=k, gpus=gpus, ports=ports))
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for point in points:
-        groups.setdefault(_share_key(point), []).append(point)
-    # a share group stays in one lane: two lanes never wait on (or race for) the same checkpoint
-    for members in sorted(groups.values(), key=lambda u: (-sum(p["weight"] for p in u), u[0]["id"])):
+    # group by group, each point to the lane that finishes earliest: a checkpoint's points spread over the free
+    # lanes (the artifact lock makes the others wait for the one making it), and a lane's points share checkpoints
+    for point in (p for members in _groups(points) for p in members):
         lane = min(lanes, key=lambda ln: (ln.load, ln.index))
-        for point in sorted(members, key=lambda p: (-p["weight"], p["id"])):
-            lane.points.append(point["id"])
-            lane.load += point["weight"]
+        lane.points.append(point["id"])
+        lane.load += point["weight"]
     return [ln for ln in lanes if ln.points]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trtsweep.errors import TrtsweepError
+from trtsweep.hostfacts import declared_gpus
 from trtsweep.placement import host_from_facts, place
 from trtsweep.planning import expand
 
@@ -55,6 +56,35 @@ def test_pack_runs_points_side_by_side_on_disjoint_gpus_and_port_blocks():
     assert http == [8000, 8010, 8020, 8030]
     assert all(p["colocated"] for p in plan["points"])
     assert {p["visible_devices"] for p in plan["points"]} == {"0", "1", "2", "3"}
+
+
+def declared(name, count):
+    return host_from_facts(name, {"gpus": declared_gpus(count)})
+
+
+def test_pack_spreads_points_sharing_a_checkpoint_over_every_gpu_of_the_fleet():
+    # issue 23: 2 precisions x 40 batch sizes on ten 8-GPU hosts made 20 lanes (one per checkpoint and host)
+    points = expand(sweep(max_batch_sizes=list(range(1, 41))))
+    plan = place(points, [declared(f"gpu-{i:02d}", 8) for i in range(10)], mode="pack")
+    lanes = plan["lanes"]
+    assert len(lanes) == 80 and all(len(ln["points"]) == 1 for ln in lanes)
+    assert sorted((ln["host"], ln["gpus"][0]) for ln in lanes) == [(f"gpu-{i:02d}", g) for i in range(10)
+                                                                      for g in range(8)]  # fmt: skip
+    assert sorted(ln["ports"]["http"] for ln in lanes if ln["host"] == "gpu-00") == list(range(8000, 8080, 10))
+    # each host still prepares one checkpoint: its eight points share a precision
+    for name in {ln["host"] for ln in lanes}:
+        assert len({p["precision"] for p in plan["points"] if p["host"] == name}) == 1
+    assert all(p["order"] == 0 and p["colocated"] for p in plan["points"])
+
+
+def test_pack_spreads_a_small_grid_over_the_lanes_of_two_hosts():
+    plan = place(expand(sweep(max_batch_sizes=[1, 2, 4, 8])), [declared("a", 4), declared("b", 4)], mode="pack")
+    per_host = {h: sorted(ln["gpus"][0] for ln in plan["lanes"] if ln["host"] == h) for h in "ab"}
+    assert per_host == {"a": [0, 1, 2, 3], "b": [0, 1, 2, 3]} and len(plan["lanes"]) == 8
+    assert {h: len({p["precision"] for p in plan["points"] if p["host"] == h}) for h in "ab"} == {"a": 1, "b": 1}
+    # more points than lanes: every lane takes one, the rest go to the lanes that finish first
+    crowded = place(expand(sweep(max_batch_sizes=[1, 2, 4])), [declared("a", 4)], mode="pack")
+    assert [len(ln["points"]) for ln in crowded["lanes"]] == [2, 2, 1, 1]
 
 
 def test_pack_lanes_are_as_wide_as_the_widest_point():
