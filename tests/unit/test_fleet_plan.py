@@ -96,6 +96,7 @@ def test_unfinished_points_of_the_run_are_lost_with_the_hosts_reason(tmp_path):
     started, never = plan["points"]
     status.begin(results, started, plan["run_id"], fleet.now())
     events = {
+        "run_id": plan["run_id"],  # the report reads the events of this run only
         "unreachable": {started["host"]: "ssh: connect timed out"},
         "lanes": {started["lane"]: {"host": started["host"], "point": started["id"], "stage": "serve"}},
     }
