@@ -146,21 +146,31 @@ def test_a_crashed_half_artifact_is_removed_and_rebuilt(tmp_path, monkeypatch):
     assert artifacts.marker(half) is not None
 
 
-def test_an_artifact_being_built_elsewhere_is_left_alone(tmp_path, monkeypatch):
+def test_an_artifact_being_built_elsewhere_is_left_alone_until_its_lock_is_let_go(tmp_path, monkeypatch):
     fake = build_env.make(tmp_path, monkeypatch, "0.16.0")
     ckpt = pipeline.prepare_checkpoint(spec(fake, "0.16.0"), fake.cache_dir, fake.runtime)
     target = Path(pipeline.build_engine(engine_spec(ckpt.path, "0.16.0"), fake.cache_dir, fake.runtime,
                                         check_mode=True).path)  # fmt: skip
     target.mkdir(parents=True)
     (target / "rank0.engine").write_bytes(b"half")
-    busy = rf"{target.name} is being built by pid {os.getpid()} on .* since .*"
-    # another sweep (or an orphaned tool) is building it
-    with artifacts.lock(target), pytest.raises(TrtsweepError, match=busy):
-        pipeline.build_engine(engine_spec(ckpt.path, "0.16.0"), fake.cache_dir, fake.runtime)
-    assert (target / "rank0.engine").read_bytes() == b"half"  # nothing was deleted under the running build
-    assert [c["tool"] for c in fake.calls()] == ["convert_checkpoint.py"]
-    built = pipeline.build_engine(engine_spec(ckpt.path, "0.16.0"), fake.cache_dir, fake.runtime)
-    assert built.path == str(target) and built.removed_partial
+    blocked = threading.Event()
+    holder = artifacts._holder
+    monkeypatch.setattr(artifacts, "_holder", lambda fd: (blocked.set(), holder(fd))[1])
+    built: list[pipeline.Outcome] = []
+    # another sweep (or an orphaned tool) is building it: the step waits, deleting nothing under it
+    with artifacts.lock(target):
+        step = threading.Thread(target=lambda: built.append(
+            pipeline.build_engine(engine_spec(ckpt.path, "0.16.0"), fake.cache_dir, fake.runtime)))  # fmt: skip
+        step.start()
+        assert blocked.wait(60)
+        time.sleep(0.2)
+        assert step.is_alive() and (target / "rank0.engine").read_bytes() == b"half"
+        assert [c["tool"] for c in fake.calls()] == ["convert_checkpoint.py"]
+    step.join(60)
+    # the holder let go without a marker (it died): the half engine is removed and built
+    assert built[0].path == str(target) and built[0].removed_partial and built[0].changed
+    assert built[0].entry["waited_for"].startswith(f"pid {os.getpid()} on ") and built[0].entry["waited_s"] > 0
+    assert [c["tool"] for c in fake.calls()] == ["convert_checkpoint.py", "trtllm-build"]
 
 
 def test_a_signal_to_the_step_stops_the_tool(tmp_path, monkeypatch):

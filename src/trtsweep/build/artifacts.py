@@ -12,8 +12,11 @@ atomically: a directory without it is a crashed or interrupted half artifact and
 step runs again.
 
 While a step runs, ``<dir>.lock`` (next to the directory) is held with ``flock``; the tool inherits the
-descriptor, so a tool that outlives a killed controller still holds it, and a second run (another sweep,
-or a rerun) is told who is building instead of deleting a directory under a running build.
+descriptor, so a tool that outlives a killed controller still holds it. A second process wanting the same
+artifact on the host (another lane of a packed sweep, another sweep, a rerun) waits, polling every second,
+as long as the holder keeps the lock, then reuses what it finished (its marker) or, when the holder died
+without finishing, removes the half artifact and makes it; it never deletes a directory under a running
+build. Different artifacts have different locks and never wait on each other.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import json
 import os
 import shutil
 import socket
+import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -35,6 +40,17 @@ from trtsweep.fileio import atomic_write_text
 
 MARKER = ".trtsweep-complete.json"
 KEY_LENGTH = 12
+POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class Held:
+    """A held artifact lock: ``fd`` (pass it to the tool), and, when another process held it first, who that was
+    (``waited_for``, as its lock file named it) and the seconds spent waiting for it."""
+
+    fd: int
+    waited_for: str | None = None
+    waited_s: float = 0.0
 
 
 def key(inputs: Mapping[str, Any]) -> str:
@@ -81,25 +97,38 @@ def complete(path: Path, record: Mapping[str, Any]) -> dict[str, Any]:
     return written
 
 
+def _holder(fd: int) -> str:
+    return os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "an unknown process"
+
+
+def _acquire(fd: int, poll_s: float) -> tuple[str | None, float]:
+    """Take the lock of ``fd``, waiting while another process holds it; returns that holder (None: it was free)
+    and the seconds waited."""
+    start = time.monotonic()
+    holder = None
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = holder or _holder(fd)
+            time.sleep(poll_s)
+            continue
+        return holder, round(time.monotonic() - start, 3)
+
+
 @contextlib.contextmanager
-def lock(path: Path) -> Iterator[int]:
-    """Hold ``<path>.lock`` exclusively for the step that makes ``path``; yields the descriptor (pass it to
-    the tool so the lock lives as long as the tool does). Busy: a TrtsweepError naming the holder."""
+def lock(path: Path, poll_s: float = POLL_S) -> Iterator[Held]:
+    """Hold ``<path>.lock`` exclusively for the step that makes ``path`` (pass ``Held.fd`` to the tool so the
+    lock lives as long as the tool does). Held by another process: wait (checking every ``poll_s``) until it
+    lets go, finished or dead; the caller then looks at the marker again."""
     lock_file = path.with_name(path.name + ".lock")
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "an unknown process"
-            raise TrtsweepError(
-                f"{path.name} is being built by {holder} (lock {lock_file}); wait for it, or stop that build and "
-                "run again"
-            ) from None
+        waited_for, waited_s = _acquire(fd, poll_s)
         since = datetime.now(timezone.utc).isoformat(timespec="seconds")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {since}".encode(), 0)
-        yield fd
+        yield Held(fd, waited_for, waited_s)
     finally:
         os.close(fd)

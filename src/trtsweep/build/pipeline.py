@@ -2,6 +2,7 @@
 
 Each step validates everything first (version, precision/family/version combination, every flag), then
 derives its content-keyed output directory: a complete one (marker present) is reused and nothing runs;
+one that another process on the host is making is waited for, then reused (or, if that process died, made);
 a half one is removed and the tool runs again. Check mode stops after planning: it returns the command
 that would run and whether anything would change. With ``results_dir`` a step records its command,
 timings and log into the point's results (``checkpoint.json``/``.log``, ``trtllm_build.json``/``.log``).
@@ -63,18 +64,20 @@ def _make(
     check: Callable[[], dict[str, Any]], env: dict[str, str] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Run one step under the artifact's lock: remove a half artifact, run the tool, check what it made and
-    write the marker last. If another run completed it between our marker check and the lock, it is reused."""
-    with artifacts.lock(out) as lock_fd:
+    write the marker last. If another process (a lane sharing the checkpoint, another sweep) completed it
+    between our marker check and the lock, or while we waited for its lock, it is reused; the wait is recorded."""
+    with artifacts.lock(out) as held:
+        waited = {"waited_for": held.waited_for, "waited_s": held.waited_s} if held.waited_for else {}
         done = artifacts.marker(out)
         if done is not None:
-            return {"reused": True, "duration_s": done.get("duration_s"), **check()}
+            return {"reused": True, "duration_s": done.get("duration_s"), **waited, **check()}
         removed = artifacts.reset(out)
         duration = runner.run(argv, log, tool=tool, runtime=runtime, extra_env=env, name=f"trtsweep-{out.name}",
-                              keep_fds=(lock_fd,))  # fmt: skip
+                              keep_fds=(held.fd,))  # fmt: skip
         summary = check()
         artifacts.complete(out, {"inputs": inputs, "command": argv, "duration_s": duration, "finished_at": _now(),
                                  "log": log.name, **summary})  # fmt: skip
-    return {"reused": False, "removed_partial": removed, "duration_s": duration, **summary}
+    return {"reused": False, "removed_partial": removed, "duration_s": duration, **waited, **summary}
 
 
 def _known_checkpoint(out: Path, log: Path, argv: list[str], results_dir: str | None, base: dict[str, Any],
