@@ -5,7 +5,9 @@
 Writes `results/<sweep>/events.json` while `sweep.yml` runs: per lane its current point and stage, per point
 its state (running / ok / failed), the hosts that became unreachable and why (the report's cause for lost
 points), and the run's start time. `trtsweep run` renders it as a compact live view; the report reads the
-unreachable hosts. Plain Ansible output is untouched. If the report play never ran (every lane went
+unreachable hosts. A host unreachable before the plan (a changed host key, a host that is down) gets the host
+variable `trtsweep_unreachable` (the reason's last line), which the plan names as its points' cause.
+Plain Ansible output is untouched. If the report play never ran (every lane went
 away), the report is written here at the end of the run.
 """
 
@@ -44,7 +46,9 @@ class CallbackModule(CallbackBase):
         self._plan: dict | None = None
         self._path: Path | None = None
         self._reported = False
-        self._events: dict = {"started": time.time(), "lanes": {}, "points": {}, "unreachable": {}}
+        self._variables = None  # the run's VariableManager (from the play), to tell later plays why a host is gone
+        self._events: dict = {"started": time.time(), "lanes": {}, "points": {}, "unreachable": {},
+                               "unreachable_at": {}}  # fmt: skip
 
     def _save(self) -> None:
         if self._path is None:
@@ -101,11 +105,19 @@ class CallbackModule(CallbackBase):
                         since=time.time())  # fmt: skip
             self._save()
 
+    def v2_playbook_on_play_start(self, play) -> None:  # type: ignore[no-untyped-def]
+        self._variables = getattr(play, "_variable_manager", None)
+
     def v2_runner_on_unreachable(self, result) -> None:
         name = result._host.get_name()
         msg = str(result._result.get("msg", "unreachable")).strip().splitlines()
         host = self._host(name)
-        self._events["unreachable"].setdefault(host, msg[-1] if msg else "unreachable")
+        reason = msg[-1].strip() if msg else "unreachable"
+        if self._variables is not None and host not in self._events["unreachable"]:
+            # the plan (filter trtsweep_fleet_hosts) names the cause for a host lost before it was planned
+            self._variables.set_host_variable(host, "trtsweep_unreachable", reason)
+        self._events["unreachable_at"].setdefault(host, time.time())
+        self._events["unreachable"].setdefault(host, reason)
         if name in self._events["lanes"]:
             self._events["lanes"][name]["unreachable"] = True
         self._save()

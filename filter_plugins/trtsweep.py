@@ -38,7 +38,9 @@ def trtsweep_fleet_hosts(names, hostvars):
             gpus = hostfacts.declared_gpus(declared) if declared is not None else []
         except TrtsweepError as exc:
             raise AnsibleFilterError(f"{name}: {exc}") from exc
-        hosts[name] = {"gpus": gpus, "busy_gpus": [], "problems": [NOT_PREPARED]}
+        reason = host.get("trtsweep_unreachable")
+        problem = f"unreachable in the prepare play, nothing sent to it: {reason}" if reason else NOT_PREPARED
+        hosts[name] = {"gpus": gpus, "busy_gpus": [], "problems": [problem]}
     return hosts
 
 

@@ -53,6 +53,14 @@ options:
         before the first and after the last request of every level, e.g. the C(server_id) that
         trtsweep_triton_server returned. On a mismatch, or a server that no longer answers, that level fails
         and so does the task; what was measured stays written. Null skips the check.
+  server_state_file:
+    type: path
+    description:
+      - The state file of the server being measured (trtsweep_triton_server's C(state_file)). While llm-perf
+        runs, the module checks every second that the server still runs under its supervisor; when it is gone
+        (crashed, or stopped by its supervisor because the run's lease lapsed - an interrupted run, a dead
+        controller, a cut link), llm-perf is stopped at once and the task fails with the server's exit and the
+        log's cause, so no client outlives the run. llm-perf also dies with the module's process.
 attributes:
   check_mode: {support: none}
 """
@@ -92,7 +100,7 @@ import sys
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.trtsweep_common import require_trtsweep, run_cli
+from ansible.module_utils.trtsweep_common import fail_on_status, require_trtsweep, run_cli
 
 # option -> llm-perf flag; the benchmark runs as its own process (torch and Ansible's module runtime do
 # not share a process well, and a separate process keeps the measurement free of Ansible's overhead).
@@ -155,6 +163,7 @@ def main():
             "request_timeout": {"type": "float", "default": 600.0},
             "stall_timeout": {"type": "float", "default": 60.0},
             "expect_server_id": {"type": "str"},
+            "server_state_file": {"type": "path"},
         },
         supports_check_mode=False,
     )
@@ -162,7 +171,17 @@ def main():
     from trtsweep.perf import export
 
     argv = command(module.params)
-    stdout = run_cli(module, argv, ok=(0, 3))  # 3: a level measured nothing (said below, with the files)
+    ok = (0, 3)  # 3: a level measured nothing (said below, with the files)
+    if module.params["server_state_file"]:
+        from trtsweep.serve import server
+
+        watched = server.run_while_served(argv, Path(module.params["server_state_file"]))
+        if watched.server_gone:
+            module.fail_json(msg=f"benchmark stopped: {watched.server_gone}", cmd=argv)
+        fail_on_status(module, argv, watched.returncode, watched.stderr, ok)
+        stdout = watched.stdout
+    else:
+        stdout = run_cli(module, argv, ok=ok)
     files = {k: str(v) for k, v in export.paths(Path(module.params["export_file"])).items()}
     with open(files["summary"], encoding="utf-8") as handle:
         levels = json.load(handle)["levels"]

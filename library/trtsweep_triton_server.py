@@ -275,12 +275,11 @@ def _renewed(module, server):
     state = server.ServerState.load(state_file)
     if p["lease_file"]:
         supervisor.renew(Path(p["lease_file"]))
-    if not server.is_running(state):
-        record = server.exit_record(state_file)
-        how = supervisor.describe_exit(record) if record else "is gone (no exit record)"
-        log = Path(state.log_file)
-        module.fail_json(msg=f"Triton (pid {state.pid}, id {state.server_id}) {how}: {server.failure_cause(log)}",
-                         exit=record, details=server.log_tail(log))  # fmt: skip
+    why = server.gone(state)
+    if why is not None:
+        module.fail_json(
+            msg=why, exit=server.exit_record(state_file, wait_s=0), details=server.log_tail(Path(state.log_file))
+        )
     module.exit_json(changed=False, finished=bool(p["results_file"]) and _job_finished(p["results_file"]),
                      pid=state.pid, msg="renewed")  # fmt: skip
 

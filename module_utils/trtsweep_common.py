@@ -43,9 +43,14 @@ def run_cli(module, argv, ok=(0,)):
     """Run a trtsweep command line (a list, no shell); fail with its last error line unless its exit status is
     one of `ok`. Returns stdout."""
     rc, out, err = module.run_command(argv)
+    fail_on_status(module, argv, rc, err, ok)
+    return out
+
+
+def fail_on_status(module, argv, rc, err, ok=(0,)):
+    """Fail with the last error line of a trtsweep command that ended with a status not in `ok`."""
     if rc not in ok:
         lines = [line for line in err.strip().splitlines() if line.strip()]
         module.fail_json(
             msg=lines[-1] if lines else f"{argv[2]} exited with status {rc}", rc=rc, cmd=argv, stderr_tail=lines[-20:]
         )
-    return out

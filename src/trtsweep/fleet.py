@@ -40,6 +40,7 @@ NOT_COPIED = (
     "trtsweep_plan",
     "trtsweep_lane",
     "trtsweep_run_id",
+    "trtsweep_run_lease_file",  # a group variable of every lane, made of the lane's own trtsweep_run_id
 )
 
 
@@ -65,7 +66,7 @@ def make_plan(
     points = expand(sweep, base_dir)
     mode = points[0]["placement_mode"] if points else "exclusive"
     results_dir = results_root / sweep["name"]
-    to_run, kept, left_out = status.select(points, results_dir, force, only)
+    to_run, kept, left_out = status.select(points, results_dir, force, only, status.commits_now(hosts))
     # prompts over a point's max_input_len fail the plan; deferred to the host without a tokenizer here
     prompt_checks = promptcheck.plan_checks(to_run, default_base_dir() if base_dir is None else base_dir)
     every = [placement.host_from_facts(name, facts) for name, facts in hosts.items()]

@@ -64,10 +64,11 @@ STATE_FILE = "testbed.json"
 LOCK_FILE = Path("/run/lock/trtsweep-testbed.lock")
 SSH_PORT = 22
 # A cut link is noticed within ServerAliveInterval * ServerAliveCountMax (6 to 8 s) on an open connection and
-# within ConnectTimeout (5 s) on a new one.
+# within ConnectTimeout (5 s) on a new one. Host keys are checked against the bed's own known_hosts file, which
+# the bed writes from the keys it gave its hosts (as a fleet enrols its hosts' keys with ssh-keyscan).
 CONNECT_TIMEOUT = 5
 SSH_OPTIONS = (
-    f"-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectTimeout={CONNECT_TIMEOUT}"
+    "-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes -o ConnectTimeout={timeout}"
     " -o ServerAliveInterval=2 -o ServerAliveCountMax=3"
 )
 BASHRC = """\
@@ -230,6 +231,7 @@ class TestBed:
         self.bridge = f"{self.prefix}br"
         self.key = self.dir / "id_ed25519"
         self.authorized_keys = self.dir / "authorized_keys"
+        self.known_hosts = self.dir / "known_hosts"
         self.inventory_path = self.dir / "inventory.yml"
         self.state_path = self.dir / STATE_FILE
         self.hosts: list[Host] = []
@@ -336,7 +338,31 @@ class TestBed:
         deadline = time.monotonic() + 20
         for host in self.hosts:
             _wait_listening(host, deadline)
+        self._write_known_hosts()
         self.write_inventory()
+
+    def _write_known_hosts(self) -> None:
+        lines = []
+        for host in self.hosts:
+            kind, key = host.host_key.with_name(host.host_key.name + ".pub").read_text().split()[:2]
+            name = host.address if host.port == SSH_PORT else f"[{host.address}]:{host.port}"
+            lines.append(f"{name} {kind} {key}\n")
+        self.known_hosts.write_text("".join(lines))
+
+    def rekey(self, host: Host) -> None:
+        """Give the host a new host key (its sshd restarted with it); known_hosts keeps the old one."""
+        pid = host.sshd_pid()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        for path in (host.host_key, host.host_key.with_name(host.host_key.name + ".pub")):
+            path.unlink(missing_ok=True)
+        _keygen(host.host_key, f"{host.name}-rekeyed@trtsweep-testbed")
+        _run([_ip(), "netns", "exec", host.namespace, str(SSHD), "-f", str(host.sshd_config), "-E", str(host.sshd_log)])
+        _wait_listening(host, time.monotonic() + 20)
 
     def _make_host(self, ip: str, host: Host) -> None:
         for directory in (host.root, host.home, host.cache_dir, host.work_dir, host.bare_bin):
@@ -430,7 +456,7 @@ class TestBed:
     @property
     def ssh_options(self) -> str:
         """The ssh options every connection to a bed host uses (also ansible_ssh_common_args)."""
-        return SSH_OPTIONS
+        return SSH_OPTIONS.format(known_hosts=self.known_hosts, timeout=CONNECT_TIMEOUT)
 
     @property
     def ssh_args(self) -> list[str]:
@@ -445,7 +471,7 @@ class TestBed:
             "BatchMode=yes",
             "-o",
             "LogLevel=ERROR",
-            *shlex.split(SSH_OPTIONS),
+            *shlex.split(self.ssh_options),
         ]
 
     def ssh_command(self, host: Host | str, *argv: str) -> list[str]:
@@ -483,7 +509,7 @@ class TestBed:
                 "ansible_port": host.port,
                 "ansible_user": "root",
                 "ansible_ssh_private_key_file": str(self.key),
-                "ansible_ssh_common_args": SSH_OPTIONS,
+                "ansible_ssh_common_args": self.ssh_options,
                 # Ansible puts its own -o ConnectTimeout=<timeout> before the common args, and ssh keeps the first
                 "ansible_timeout": CONNECT_TIMEOUT,
                 "trtsweep_cache_dir": str(host.cache_dir),

@@ -1,8 +1,9 @@
 """A point's Triton server never outlives the run that started it, a server that dies mid-benchmark fails
 its point, and a run never touches another run's server (real sweep.yml runs, real Triton, the demo model).
 
-The run renews its server's lease while llm-perf runs; the supervisor on the host stops the server when the
-lease is not renewed for `trtsweep_server_lease_ttl` seconds (8 here).
+The run's heartbeat renews the host's lease; the supervisor on the host stops the server when the lease is not
+renewed for `trtsweep_server_lease_ttl` seconds (8 here), and the benchmark stops with its server. The server
+dies with its supervisor, and a sweep's results belong to one run at a time.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ GRACE = 5  # the supervisor's TERM -> KILL grace
 class Run:
     """One `ansible-playbook sweep.yml` of one point, in its own session (so Ctrl-C can reach its group)."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, log: str = "ansible.log") -> None:
         self.tmp = tmp_path
+        self.log_path = tmp_path / log
         self.ports = free_ports(3)
         extra = {
             "trtsweep_results_dir": str(tmp_path / "results"), "trtsweep_work_dir": str(tmp_path / "work"),
@@ -43,7 +45,7 @@ class Run:
         }  # fmt: skip
         (tmp_path / "extra.json").write_text(json.dumps(extra))
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-        self.log = open(tmp_path / "ansible.log", "wb")  # noqa: SIM115 - closed in finish()
+        self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in finish()
         self.proc = subprocess.Popen([str(Path(sys.executable).parent / "ansible-playbook"), "sweep.yml", "-e",
                                       f"@{tmp_path / 'extra.json'}"], cwd=ROOT, env=env, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
@@ -53,19 +55,19 @@ class Run:
         return self.tmp / "results" / SWEEP
 
     def wait_benchmark(self, after_s: float = 3.0) -> ServerState:
-        """Wait until the point's benchmark runs (llm-perf's async job started); return the server's state."""
+        """Wait until the point's benchmark runs (llm-perf started); return the server's state."""
         deadline = time.monotonic() + 600
         while True:
             assert self.proc.poll() is None, self.output()
             assert time.monotonic() < deadline, self.output()
             states = list((self.tmp / "work").glob(f"{SWEEP}/{POINT}/runs/*/triton_server.json"))
-            if states and "Renew the server's lease" in self.output():
+            if states and benchmark_clients(self.tmp):
                 time.sleep(after_s)
                 return ServerState.load(states[0])
             time.sleep(0.5)
 
     def output(self) -> str:
-        return (self.tmp / "ansible.log").read_text(errors="replace")
+        return self.log_path.read_text(errors="replace")
 
     def finish(self, timeout_s: float = 600) -> int:
         try:
@@ -78,6 +80,32 @@ class Run:
 
 def gone(pid: int) -> bool:
     return start_ticks(pid) is None
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (Triton's python-backend stubs below tritonserver)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def benchmark_clients(tmp_path: Path) -> list[int]:
+    """Live llm-perf processes writing into this test's directories."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            argv = cmdline.read_bytes().split(b"\0")
+            if b"trtsweep.perf.cli" in argv and any(str(tmp_path).encode() in arg for arg in argv):
+                found.append(int(cmdline.parent.name))
+    return found
 
 
 def ports_free(ports: list[int]) -> bool:
@@ -117,6 +145,50 @@ def test_an_interrupted_run_leaves_no_server(run, how):
     print(f"{how}: server gone and ports free {took:.1f} s after the interrupt (lease ttl {TTL} s)")
     record = json.loads(exit_record.read_text())
     assert record["reason"] == "lease expired"
+    deadline = time.monotonic() + 15  # the benchmark stops with its server: no llm-perf left sending to nothing
+    while benchmark_clients(run.tmp):
+        assert time.monotonic() < deadline, f"llm-perf still running: {benchmark_clients(run.tmp)}"
+        time.sleep(0.2)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+def test_a_killed_supervisor_takes_its_server_stubs_and_benchmark_with_it(run):
+    """The OOM killer or kill -9 takes the supervisor, and the run is interrupted too: nothing of the point's
+    serving stays (the server dies with its supervisor, Triton's stubs with Triton, llm-perf with its server)."""
+    state = run.wait_benchmark()
+    stubs = descendants(state.pid)
+    assert stubs, "Triton's python-backend stubs were not found below tritonserver"
+    assert state.supervisor is not None
+    os.kill(int(state.supervisor["pid"]), signal.SIGKILL)
+    os.killpg(run.proc.pid, signal.SIGINT)
+    killed = time.monotonic()
+    run.finish(timeout_s=120)
+    while not (gone(state.pid) and all(gone(pid) for pid in stubs) and not benchmark_clients(run.tmp)):
+        took = time.monotonic() - killed
+        left = [pid for pid in [state.pid, *stubs, *benchmark_clients(run.tmp)] if not gone(pid)]
+        assert took < 30, f"still running {took:.0f} s after the supervisor was killed: {left}"
+        time.sleep(0.2)
+    assert ports_free(run.ports)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+def test_a_second_run_of_the_sweep_is_refused_and_the_first_measures_on(run):
+    state = run.wait_benchmark()
+    second = Run(run.tmp, log="second.log")
+    assert second.finish(timeout_s=120) != 0
+    refusal = [line for line in second.output().splitlines() if "is in use by run" in line]
+    assert refusal, second.output()[-3000:]
+    lock = json.loads((run.results / ".run.lock").read_text())
+    for part in (f"run {lock['run_id']}", f"pid {run.proc.pid}", f"started {lock['started_at']}", "wrote nothing"):
+        assert part in refusal[0], refusal[0]
+    assert "TASK [Plan]" not in second.output()  # refused before anything was written
+    assert not gone(state.pid), "the second run stopped the first run's server"
+    assert run.finish() == 0, run.output()[-3000:]
+    status = json.loads((run.results / POINT / "status.json").read_text())
+    assert (status["status"], status["run_id"]) == ("ok", lock["run_id"]), status
+    assert not (run.results / ".run.lock").exists()  # released at the end of the run
 
 
 @pytest.mark.e2e

@@ -14,7 +14,6 @@ in an argv and scrubbed from the log.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shlex
 import signal
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.mounts import container_volumes
+from trtsweep.procs import die_with_parent
 
 KINDS = ("native", "container")
 SECRET_ENV = ("HF_TOKEN",)
@@ -95,13 +95,6 @@ def _last_line(log_file: Path) -> str:
     return lines[-1] if lines else "(no output)"
 
 
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 class _Interrupted(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -150,10 +143,11 @@ def run(
     with log_file.open("w", encoding="utf-8") as log, _signals_interrupt():
         log.write(f"# {shlex.join(argv)}\n")
         log.flush()
+        me = os.getpid()
         try:
             proc = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=env, start_new_session=True, pass_fds=tuple(keep_fds),
-                                    preexec_fn=_die_with_parent)  # fmt: skip
+                                    preexec_fn=lambda: die_with_parent(me))  # fmt: skip
         except OSError as exc:
             raise TrtsweepError(f"{tool}: cannot start {argv[0]} ({exc.strerror})") from None
         try:

@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -31,6 +32,7 @@ from pathlib import Path
 from trtsweep.errors import TrtsweepError
 from trtsweep.fileio import atomic_write_text
 from trtsweep.mounts import container_volumes, repository_paths
+from trtsweep.procs import alive, die_with_parent, start_ticks
 from trtsweep.serve import openai_server, supervisor
 from trtsweep.serve.local_runtime import LocalRuntime
 from trtsweep.serve.openai_server import OpenAIServe
@@ -349,6 +351,7 @@ class ServerState:
     lease_file: str | None = None  # the run's lease (serve/supervisor.py); None: runs until stopped
     state_file: str = ""  # where this state is saved (the supervisor's exit record lies beside it)
     kind: str = "triton"  # triton | openai (trtllm-serve: its id is the model id of GET /v1/models)
+    supervisor: dict[str, int | None] | None = None  # {pid, start_ticks} of its supervisor (serve/supervisor.py)
 
     def save(self, path: Path) -> None:
         atomic_write_text(path, json.dumps(asdict(self), indent=2) + "\n")
@@ -367,23 +370,19 @@ def probe_host(bind_address: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(bind_address, bind_address)
 
 
-def start_ticks(pid: int) -> int | None:
-    """Process start time in clock ticks since boot (/proc/<pid>/stat field 22), None if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    if fields[0] == "Z":
-        return None
-    return int(fields[19])
-
-
 def is_running(state: ServerState) -> bool:
     """True while the very process that was started is alive (a reaped zombie or a reused PID is not)."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(state.pid, os.WNOHANG)  # reap it if it is our exited child
     return start_ticks(state.pid) == state.start_ticks
+
+
+def supervisor_gone(state: ServerState) -> str | None:
+    """Why the server's supervisor no longer watches it (killed: the server goes with it), or None."""
+    keeper = state.supervisor
+    if keeper is None or keeper.get("pid") is None or alive(int(keeper["pid"]), keeper.get("start_ticks")):
+        return None
+    return f"its supervisor (pid {keeper['pid']}) is gone, and with it the server (it dies with its supervisor)"
 
 
 def start(spec: ServerSpec, state_file: Path) -> ServerState:
@@ -397,7 +396,7 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
     argv, env = build_command(spec, server_id)
     repo_hash = served_hash(spec)
     spec.log_file.parent.mkdir(parents=True, exist_ok=True)
-    pid, ticks = _supervised(spec, argv, env, state_file)
+    pid, ticks, keeper = _supervised(spec, argv, env, state_file)
     state = ServerState(
         pid=pid,
         start_ticks=ticks,
@@ -415,13 +414,17 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
         lease_file=str(spec.lease_file) if spec.lease_file else None,
         state_file=str(state_file),
         kind=spec.kind,
+        supervisor=keeper,
     )
     state.save(state_file)
     return state
 
 
-def _supervised(spec: ServerSpec, argv: list[str], env: dict[str, str], state_file: Path) -> tuple[int, int]:
-    """Start `argv` under its supervisor (serve/supervisor.py); return the server's pid and start ticks."""
+def _supervised(
+    spec: ServerSpec, argv: list[str], env: dict[str, str], state_file: Path
+) -> tuple[int, int, dict[str, int | None]]:
+    """Start `argv` under its supervisor (serve/supervisor.py); return the server's pid and start ticks, and the
+    supervisor's {pid, start_ticks}."""
     command = [sys.executable, "-m", "trtsweep.serve.supervisor", "--state", str(state_file)]
     if spec.lease_file is not None:
         supervisor.renew(spec.lease_file)
@@ -444,7 +447,8 @@ def _supervised(spec: ServerSpec, argv: list[str], env: dict[str, str], state_fi
             raise TrtsweepError(f"the server's supervisor did not start {argv[0]}: {failure_cause(spec.log_file)}")
         time.sleep(0.05)
     record = json.loads(started.read_text())
-    return record["pid"], record["start_ticks"] if record["start_ticks"] is not None else -1
+    ticks = record["start_ticks"] if record["start_ticks"] is not None else -1
+    return record["pid"], ticks, record["supervisor"]
 
 
 def exit_record(state_file: Path, wait_s: float = 3.0) -> dict[str, object] | None:
@@ -456,6 +460,59 @@ def exit_record(state_file: Path, wait_s: float = 3.0) -> dict[str, object] | No
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+def gone(state: ServerState) -> str | None:
+    """Why a started server no longer serves, in one line (its exit as its supervisor recorded it and the log's
+    most telling line, or its supervisor's death), or None while it runs under its supervisor."""
+    name = f"{'trtllm-serve' if state.kind == 'openai' else 'Triton'} (pid {state.pid}, id {state.server_id})"
+    keeper = supervisor_gone(state)
+    if keeper is not None:
+        return f"{name}: {keeper}"
+    if is_running(state):
+        return None
+    record = exit_record(Path(state.state_file)) if state.state_file else None
+    how = supervisor.describe_exit(record) if record else "is gone (no exit record)"
+    return f"{name} {how}: {failure_cause(Path(state.log_file))}"
+
+
+@dataclass
+class Watched:
+    """A command run while a server serves (`run_while_served`)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    server_gone: str | None  # why the command was stopped: the server it talks to went away; None if it ended
+
+
+def run_while_served(argv: list[str], state_file: Path, poll_s: float = 1.0) -> Watched:
+    """Run `argv` (a client of the server that `state_file` names) to its end, or stop it (TERM, then KILL) as
+    soon as the server is gone: stopped by its supervisor because the run's lease lapsed (an interrupted run, a
+    dead controller, a cut link), crashed, or its supervisor killed. The command dies with this process too, so
+    no client outlives the task that started it."""
+    state = ServerState.load(state_file)
+    me = os.getpid()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+                                preexec_fn=lambda: die_with_parent(me))  # fmt: skip
+        why = None
+        while why is None:
+            try:
+                proc.wait(timeout=poll_s)
+                break
+            except subprocess.TimeoutExpired:
+                why = gone(state)
+        if why is not None:
+            for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, sig)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=wait_s)
+                    break
+        out.seek(0)
+        err.seek(0)
+        return Watched(proc.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"), why)
 
 
 def _ready(url: str) -> bool:

@@ -2,14 +2,17 @@
 
     python -m trtsweep.serve.supervisor --state S [--lease L --ttl T] [--container DOCKER NAME] -- argv...
 
-Starts `argv` in a session of its own (its process group holds the python-backend stubs too), writes
-`<S>.server` = {pid, start_ticks} once started, then watches it twice a second:
+Starts `argv` in a session of its own (its process group holds the python-backend stubs too), bound to die
+with the supervisor (PR_SET_PDEATHSIG: a supervisor killed by the OOM killer or `kill -9` takes its server with
+it), writes `<S>.server` = {pid, start_ticks, supervisor: {pid, start_ticks}} once started, then watches it
+twice a second:
 - the server exits by itself: `<S>.exit` records its exit status or signal (`reason: exited`), what is left
   of its process group (stubs) is killed, and the supervisor ends; the run reads the record to say why a
   point's server died mid-benchmark;
-- the lease file `L` is older than `T` seconds (or gone): the run that renews it went away (Ctrl-C, SIGTERM,
-  a cut SSH link, a crashed controller): the server's group gets TERM, KILL after the grace period, a named
-  container is removed, `<S>.exit` says `lease expired`;
+- the lease file `L` is older than `T` seconds (or gone): the run's heartbeat on this host stopped renewing it
+  (trtsweep/heartbeat.py: the run ended or was interrupted, a cut SSH link, a crashed controller): the
+  server's group gets TERM, KILL after the grace period, a named container is removed, `<S>.exit` says
+  `lease expired`;
 - the supervisor itself gets TERM / INT / HUP: the same stop, `reason: supervisor signalled`.
 Without `--lease` only the exit status is recorded (a server started on its own, e.g. the standalone role).
 The server's environment comes in TRTSWEEP_SUPERVISED_ENV (JSON), so the supervisor's own Python does not run
@@ -29,6 +32,7 @@ import time
 from pathlib import Path
 
 from trtsweep.fileio import atomic_write_text
+from trtsweep.procs import die_with_parent, start_ticks
 
 ENV_VAR = "TRTSWEEP_SUPERVISED_ENV"
 POLL_S = 0.5
@@ -88,14 +92,16 @@ def _record(state_file: Path, proc: subprocess.Popen[bytes], reason: str) -> Non
 
 def supervise(argv: list[str], state_file: Path, lease: Path | None, ttl_s: float, grace_s: float,
               container: list[str] | None) -> int:  # fmt: skip
-    from trtsweep.serve.server import start_ticks
-
     env = json.loads(os.environ.pop(ENV_VAR, "null")) or dict(os.environ)
     stopping: list[str] = []
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stopping.append("supervisor signalled"))
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-    atomic_write_text(server_file(state_file), json.dumps({"pid": proc.pid, "start_ticks": start_ticks(proc.pid)}))
+    me = os.getpid()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                            preexec_fn=lambda: die_with_parent(me))  # fmt: skip
+    record = {"pid": proc.pid, "start_ticks": start_ticks(proc.pid),
+              "supervisor": {"pid": me, "start_ticks": start_ticks(me)}}  # fmt: skip
+    atomic_write_text(server_file(state_file), json.dumps(record))
     while proc.poll() is None:
         age = lease_age(lease) if lease is not None else 0.0
         if lease is not None and (age is None or age > ttl_s):

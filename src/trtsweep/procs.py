@@ -1,0 +1,42 @@
+"""Process identity on Linux: a pid plus its start time names one process, never a later one reusing the pid."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+
+
+def start_ticks(pid: int) -> int | None:
+    """Process start time in clock ticks since boot (/proc/<pid>/stat field 22), None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+def alive(pid: int, ticks: int | None) -> bool:
+    """Whether process `pid` still runs and, when `ticks` is given, is the same process that had them."""
+    now = start_ticks(pid)
+    return now is not None and (ticks is None or now == ticks)
+
+
+def die_with_parent(parent_pid: int, sig: signal.Signals = signal.SIGKILL) -> None:
+    """Ask the kernel to send `sig` to this process when its parent ends (prctl PR_SET_PDEATHSIG).
+
+    For `subprocess.Popen(preexec_fn=...)` in the child: it dies with the process that started it, even one
+    killed with SIGKILL (which runs no clean-up of its own). A parent that ended before the request was made
+    (the child was already reparented) ends the child at once.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent_pid:
+        os._exit(1)

@@ -1,0 +1,92 @@
+"""The run's heartbeat (trtsweep/heartbeat.py) with real processes: one channel per host renews the host's lease
+while the controller lives, restarts a channel that ends, and stops when the controller is gone."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trtsweep import heartbeat
+from trtsweep.procs import start_ticks
+
+
+def wait_for(predicate, timeout_s: float) -> float:
+    start = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - start < timeout_s, f"not within {timeout_s} s"
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+@pytest.fixture
+def controller():
+    """A stand-in for the ansible-playbook process: the heartbeat lives as long as it does."""
+    proc = subprocess.Popen(["sleep", "600"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def start_beat(controller: subprocess.Popen, log: Path, channel: list[str], every: float = 0.2):
+    argv = [sys.executable, "-m", "trtsweep.heartbeat", "--controller-pid", str(controller.pid),
+            "--controller-ticks", str(start_ticks(controller.pid)), "--log", str(log), "--every", str(every),
+            "--", *channel]  # fmt: skip
+    return subprocess.Popen(argv)
+
+
+def mtime(path: Path) -> float:
+    return path.stat().st_mtime if path.exists() else 0.0
+
+
+def test_the_lease_is_renewed_while_the_controller_lives_and_lapses_when_it_is_gone(tmp_path, controller):
+    lease = tmp_path / "leases dir" / "run 1's.lease"  # spaces and a quote: the channel's command is quoted
+    # the channel as a remote login shell runs it: one command string
+    beat = start_beat(controller, tmp_path / "hb.log", ["sh", "-c", heartbeat.remote_command(str(lease))])
+    try:
+        wait_for(lease.exists, 10)
+        first = mtime(lease)
+        wait_for(lambda: mtime(lease) > first, 5)  # renewed again and again
+        controller.kill()
+        controller.wait()
+        wait_for(lambda: beat.poll() is not None, 5)  # the heartbeat ends with the controller...
+        last = mtime(lease)
+        time.sleep(0.6)
+        assert mtime(lease) == last  # ...and nothing renews the lease any more
+        assert "controller (pid" in (tmp_path / "hb.log").read_text()
+    finally:
+        beat.kill()
+        beat.wait()
+
+
+def test_a_channel_that_ends_is_restarted_and_the_lease_kept(tmp_path, controller):
+    lease = tmp_path / "run.lease"
+    # a channel that renews once and drops (a transient SSH failure): the heartbeat opens a new one
+    flaky = f"IFS= read -r _ && touch {shlex.quote(str(lease))} && exit 255"
+    beat = start_beat(controller, tmp_path / "hb.log", ["sh", "-c", flaky])
+    try:
+        wait_for(lease.exists, 10)
+        first = mtime(lease)
+        wait_for(lambda: mtime(lease) > first, 10)
+        log = (tmp_path / "hb.log").read_text()
+        assert "channel ended (status 255); restarting" in log
+        assert log.count("channel started") >= 2
+    finally:
+        beat.kill()
+        beat.wait()
+
+
+def test_a_reused_controller_pid_is_not_the_controller(tmp_path):
+    # the pid lives, but its start ticks are another process's: the heartbeat must not run on
+    me = os.getpid()
+    beat = subprocess.run([sys.executable, "-m", "trtsweep.heartbeat", "--controller-pid", str(me),
+                           "--controller-ticks", str((start_ticks(me) or 0) + 1), "--log", str(tmp_path / "hb.log"),
+                           "--every", "0.1", "--", "sh", "-c", heartbeat.renew_loop(str(tmp_path / "l"))],
+                          timeout=30, check=False)  # fmt: skip
+    assert beat.returncode == 0
+    assert not (tmp_path / "l").exists()
