@@ -101,7 +101,7 @@ def _holder(fd: int) -> str:
     return os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "an unknown process"
 
 
-def _acquire(fd: int, poll_s: float) -> tuple[str | None, float]:
+def _acquire(fd: int) -> tuple[str | None, float]:
     """Take the lock of ``fd``, waiting while another process holds it; returns that holder (None: it was free)
     and the seconds waited."""
     start = time.monotonic()
@@ -111,21 +111,21 @@ def _acquire(fd: int, poll_s: float) -> tuple[str | None, float]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = holder or _holder(fd)
-            time.sleep(poll_s)
+            time.sleep(POLL_S)
             continue
         return holder, round(time.monotonic() - start, 3)
 
 
 @contextlib.contextmanager
-def lock(path: Path, poll_s: float = POLL_S) -> Iterator[Held]:
+def lock(path: Path) -> Iterator[Held]:
     """Hold ``<path>.lock`` exclusively for the step that makes ``path`` (pass ``Held.fd`` to the tool so the
-    lock lives as long as the tool does). Held by another process: wait (checking every ``poll_s``) until it
+    lock lives as long as the tool does). Held by another process: wait (checking every ``POLL_S``) until it
     lets go, finished or dead; the caller then looks at the marker again."""
     lock_file = path.with_name(path.name + ".lock")
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        waited_for, waited_s = _acquire(fd, poll_s)
+        waited_for, waited_s = _acquire(fd)
         since = datetime.now(timezone.utc).isoformat(timespec="seconds")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {since}".encode(), 0)
