@@ -50,6 +50,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -182,7 +183,7 @@ def write_inventory(path: Path, hosts: dict[str, dict[str, Any]], names: list[st
 
 
 def sweep_vars(path: Path, name: str, precisions: list[str], batch_sizes: list[int], bench: dict[str, Any],
-               results: Path) -> Path:  # fmt: skip
+               results: Path, placement: str = "exclusive") -> Path:  # fmt: skip
     sweep = {
         "name": name,
         "backend": "hf",
@@ -192,7 +193,7 @@ def sweep_vars(path: Path, name: str, precisions: list[str], batch_sizes: list[i
         "max_batch_sizes": batch_sizes,
         "lengths": [{"input": 256, "output": 16}],
         "streaming": [True],
-        "placement": {"mode": "exclusive", "gpus_per_point": 1},
+        "placement": {"mode": placement, "gpus_per_point": 1},
         "benchmark": {"input_data": "data/prompts.jsonl", "chat_template": True, "warmup_requests": 1, **bench},
     }
     path.write_text(yaml.safe_dump({"trtsweep_sweep": sweep, "trtsweep_results_dir": str(results)}))
@@ -207,6 +208,70 @@ def cpu_ticks() -> tuple[int, int]:
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = fields[3] + fields[4]
     return sum(fields) - idle, sum(fields)
+
+
+def _proc_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process."""
+    table = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            table[int(stat.parent.name)] = (ppid, (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+    return table
+
+
+def _pss_kb(pid: int) -> int:
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _cpu_s(pid: int) -> float:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
+class ControllerSampler(threading.Thread):
+    """Peak memory (PSS: pages shared by the forks counted once) of the controller's processes every second: the
+    ansible-playbook process, its workers and ssh clients, the run's heartbeats (detached, named by the controller
+    pid) and the ssh ControlMaster processes of this run's hosts; and the heartbeats' CPU seconds."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.peak_pss_mb = 0.0
+        self.heartbeat_cpu_s = 0.0
+        self._stop = threading.Event()
+
+    def _controller(self) -> tuple[list[int], list[int]]:
+        table = _proc_table()
+        tree, todo = [self.pid], [self.pid]
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _) in table.items():
+            children.setdefault(ppid, []).append(pid)
+        while todo:
+            for child in children.get(todo.pop(), []):
+                tree.append(child)
+                todo.append(child)
+        beats = [pid for pid, (_, cmd) in table.items()
+                 if "trtsweep.heartbeat" in cmd and f"--controller-pid {self.pid} " in cmd]  # fmt: skip
+        masters = [pid for pid, (_, cmd) in table.items() if cmd.startswith("ssh: ") and "[mux]" in cmd]
+        return sorted({*tree, *beats, *masters}), beats
+
+    def run(self) -> None:
+        while not self._stop.wait(1.0):
+            pids, beats = self._controller()
+            self.peak_pss_mb = max(self.peak_pss_mb, sum(_pss_kb(pid) for pid in pids) / 1024)
+            if beats:
+                self.heartbeat_cpu_s = max(self.heartbeat_cpu_s, sum(_cpu_s(pid) for pid in beats))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.join()
 
 
 class Runner:
@@ -235,8 +300,13 @@ class Runner:
         busy0, total0 = cpu_ticks()
         start = time.monotonic()
         with out.open("w") as handle:
-            proc = subprocess.run(argv, cwd=REPO, env={**self.env, "FLEETBENCH_TIMES": str(times)}, stdout=handle,
-                                  stderr=subprocess.STDOUT, timeout=3 * 3600, check=False)  # fmt: skip
+            proc = subprocess.Popen(argv, cwd=REPO, env={**self.env, "FLEETBENCH_TIMES": str(times)}, stdout=handle,
+                                    stderr=subprocess.STDOUT)  # fmt: skip
+            controller = ControllerSampler(proc.pid)
+            controller.start()
+            _, status, usage = os.wait4(proc.pid, 0)  # the tree's CPU: every child ansible-playbook waited for
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            controller.stop()
         wall = time.monotonic() - start
         busy1, total1 = cpu_ticks()
         cpu_busy = (busy1 - busy0) / max(1, total1 - total0)
@@ -253,7 +323,9 @@ class Runner:
             self.failures.append(f"{label}: ansible-playbook exited {proc.returncode} (log {out})")
             print(f"--- {label} failed; last lines of {out}:\n{tail}", file=sys.stderr)
         run = {"label": label, "wall": wall, "rc": proc.returncode, "plan": plan, "results": results, "log": out,
-               "cpu_busy": cpu_busy, "load1": os.getloadavg()[0], "times": task_times(times)}  # fmt: skip
+               "cpu_busy": cpu_busy, "load1": os.getloadavg()[0], "times": task_times(times),
+               "controller_cpu_s": usage.ru_utime + usage.ru_stime + controller.heartbeat_cpu_s,
+               "controller_peak_pss_mb": controller.peak_pss_mb}  # fmt: skip
         run["rows"] = point_rows(run)  # now: a later run of the same sweep rewrites its records
         return run
 
@@ -443,7 +515,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="stand-in scaling runs per fleet size (shortest counts)")
     parser.add_argument("--real-repeat", type=int, default=1, help="real-server scaling runs per fleet size")
     parser.add_argument("--keep", type=Path, help="copy results and logs here")
+    parser.add_argument("--size-case", action="store_true",
+                        help="only the fleet-size case: --size-hosts hosts x --size-gpus declared GPUs, placement "
+                             "pack, every lane busy, default forks (stand-in server)")  # fmt: skip
+    parser.add_argument("--size-hosts", type=int, default=10)
+    parser.add_argument("--size-gpus", type=int, default=8)
+    parser.add_argument("--size-requests", type=int, default=30, help="size case: requests per point")
     args = parser.parse_args()
+    if args.size_case:
+        args.hosts = args.size_hosts
+        size_case(args)
+        return
 
     wheelhouse = ensure_wheelhouse(args.wheelhouse.resolve())
     demo_cache = ensure_demo_model()
@@ -492,6 +574,80 @@ def main() -> None:
             shutil.copytree(tmp, args.keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("bed"))
         report(args, standin_runs, reruns, real_runs, warmups, runner.failures)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def size_case(args: argparse.Namespace) -> None:
+    """The fleet at the size it exists for: `size_hosts` x `size_gpus` lanes, one point each (2 precisions x
+    hosts x gpus / 2 batch sizes), against one point on one lane (T1). efficiency = T1 x points / (lanes x T);
+    T = the lanes play (Run the points) of each run; controller CPU = the ansible-playbook tree's CPU seconds
+    (rusage of everything it waited for) plus the heartbeats'."""
+    wheelhouse = ensure_wheelhouse(args.wheelhouse.resolve())
+    demo_cache = ensure_demo_model()
+    native_dir = args.fleet_dir.resolve() / "native"
+    native_dir.mkdir(parents=True, exist_ok=True)
+    points = args.size_hosts * args.size_gpus
+    batch_sizes = list(range(1, points // 2 + 1))
+    bench = {"protocol": args.protocol, "concurrency": [1], "num_requests": args.size_requests, "max_tokens": 16,
+             "warmup_requests": 0}  # fmt: skip
+    tmp = Path(tempfile.mkdtemp(prefix="fleetbench-size-"))
+    runner = Runner(tmp)
+    runs: dict[str, dict[str, Any]] = {}
+    try:
+        with bed_hosts(args, tmp) as hosts:
+            names = sorted(hosts, key=lambda n: int(n[1:]))[: args.size_hosts]
+            for name in names:
+                seed(Path(hosts[name]["trtsweep_cache_dir"]), demo_cache)
+            wrapper = standin_wrapper(tmp / "tritonserver-standin", native_dir / "venv" / "bin" / "python", args)
+            standin = {"fleet_prepare_python": "/usr/bin/python3", "fleet_prepare_wheelhouse": str(wheelhouse),
+                       "fleet_prepare_dir": str(native_dir), "trtsweep_triton_runtime": "native",
+                       "triton_serve_tritonserver": str(wrapper), "trtsweep_gpus": 1}  # fmt: skip
+            warm_up(runner, "standin", hosts, names, standin, args.protocol, tmp)
+            one = write_inventory(tmp / "inv-size-1.yml", hosts, names[:1], standin)
+            alone = sweep_vars(tmp / "size-1.yml", "fleetbench-size-1", ["float32"], [1], bench, tmp / "results",
+                               "pack")  # fmt: skip
+            runs["one lane"] = runner.sweep("size-one-lane", one, alone)
+            fleet = write_inventory(tmp / "inv-size.yml", hosts, names, {**standin, "trtsweep_gpus": args.size_gpus})
+            grid = sweep_vars(tmp / "size.yml", "fleetbench-size", ["float32", "bfloat16"], batch_sizes, bench,
+                              tmp / "results", "pack")  # fmt: skip
+            runs["fleet"] = runner.sweep("size-fleet", fleet, grid)
+    finally:
+        if args.keep:
+            shutil.copytree(tmp, args.keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("bed"))
+        size_report(args, runs, runner.failures)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def size_report(args: argparse.Namespace, runs: dict[str, dict[str, Any]], failures: list[str]) -> None:
+    print(f"machine: {os.cpu_count()} CPU cores; {args.size_hosts} hosts (network namespaces with their own sshd on "
+          f"this machine, sharing its CPU) x {args.size_gpus} declared GPUs; stand-in server: load {args.load_s:g} s, "
+          f"first token {args.first_token_ms:g} ms, then {args.token_ms:g} ms/token; {args.size_requests} requests "
+          f"per point at concurrency 1; forks: ansible.cfg's")  # fmt: skip
+    rows = []
+    t1 = None
+    for label, run in runs.items():
+        records = [json.loads(p.read_text()) for p in run["results"].glob("*/status.json")]
+        records = [r for r in records if r.get("run_id") == run["plan"].get("run_id")]
+        ok = sum(1 for r in records if r.get("status") == "ok")
+        lanes = len(run["plan"].get("lanes", []))
+        npoints = len(run["plan"].get("points", []))
+        points_s = play_s(run, "Run the points")
+        overheads = [r["overhead_s"] for r in run["rows"] if isinstance(r["overhead_s"], float)]
+        if label == "one lane" and isinstance(points_s, float):
+            t1 = points_s
+        efficiency = (t1 * npoints / (lanes * points_s)) if t1 and isinstance(points_s, float) and lanes else "-"
+        causes = sorted({str(r.get("cause", ""))[:80] for r in records if r.get("status") != "ok"})
+        rows.append({
+            "run": label, "lanes": lanes, "points": npoints, "ok": ok, "wall_s": run["wall"], "points_play_s": points_s,
+            "overhead_p50_s": statistics.median(overheads) if overheads else "-",
+            "overhead_max_s": max(overheads) if overheads else "-", "efficiency": efficiency,
+            "ctl_cpu_s": run["controller_cpu_s"], "ctl_cpu_s/point": run["controller_cpu_s"] / max(1, npoints),
+            "ctl_peak_pss_mb": run["controller_peak_pss_mb"], "cpu_busy": f"{run['cpu_busy']:.0%}", "rc": run["rc"],
+        })  # fmt: skip
+        for cause in causes:
+            print(f"{label}: not ok: {cause}")
+    print(format_rows(rows))
+    for failure in failures:
+        print(f"problem: {failure}")
 
 
 def where_time_goes(runs: list[dict[str, Any]], top: int = 14) -> list[dict[str, Any]]:

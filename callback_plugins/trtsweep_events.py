@@ -80,8 +80,8 @@ class CallbackModule(CallbackBase):
             for entry in res.get("unplaced", []):
                 self._events["points"][entry["point"]] = {"state": "failed", "stage": "preflight"}
             self._save()
-        elif result._task.action in ("trtsweep_report",):
-            self._reported = True
+        elif result._task.action in ("trtsweep_report",) and result._host.get_name() not in self._events["lanes"]:
+            self._reported = True  # the report play's report (a lane's refresh after a point does not count)
         elif result._task.action in ("trtsweep_point_status",) and "record" in res:
             record = res["record"]
             self._events["points"][record["point"]] = {

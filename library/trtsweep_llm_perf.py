@@ -175,9 +175,11 @@ def main():
     if module.params["server_state_file"]:
         from trtsweep.serve import server
 
-        watched = server.run_while_served(argv, Path(module.params["server_state_file"]))
+        state_file = Path(module.params["server_state_file"])
+        watched = server.run_while_served(argv, state_file)
         if watched.server_gone:
-            module.fail_json(msg=f"benchmark stopped: {watched.server_gone}", cmd=argv)
+            log = Path(server.ServerState.load(state_file).log_file)
+            module.fail_json(msg=f"benchmark stopped: {watched.server_gone}", cmd=argv, details=server.log_tail(log))
         fail_on_status(module, argv, watched.returncode, watched.stderr, ok)
         stdout = watched.stdout
     else:

@@ -26,6 +26,12 @@ options:
   failure: {type: raw, description: "The failed task's result (ansible_failed_result): message and log tail."}
   failed_task: {type: str, description: "Name of the task that failed."}
   stage_times: {type: dict, default: {}, description: "Stage -> epoch seconds when it began, plus 'end'."}
+  archive:
+    type: path
+    description:
+      - O(state=finished) - the point's results as one fetched tar archive (its host results directory), extracted
+        into C(<results_dir>/<point>/) before the record is completed, then removed. One fetch per point instead
+        of one per file.
 attributes:
   check_mode: {support: none}
 """
@@ -91,6 +97,7 @@ def main():
             "failure": {"type": "raw"},
             "failed_task": {"type": "str"},
             "stage_times": {"type": "dict", "default": {}},
+            "archive": {"type": "path"},
         },
         required_if=[("state", "finished", ["status", "stage"])],
     )
@@ -102,6 +109,8 @@ def main():
     if p["state"] == "running":
         record = run_or_fail(module, status.begin, results, p["point"], p["run_id"], fleet.now())
     else:
+        if p["archive"]:
+            run_or_fail(module, status.unpack, results, p["point"]["id"], Path(p["archive"]))
         cause, tail = _failure(p["failure"], p["failed_task"]) if p["status"] == "failed" else (None, [])
         record = run_or_fail(
             module, status.finish, results, p["point"]["id"], p["run_id"], status=p["status"], stage=p["stage"],

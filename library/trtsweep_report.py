@@ -20,6 +20,14 @@ options:
     description:
       - The sweep's C(slo) mapping (see src/trtsweep/verdict.py); kept in C(results_dir)/slo.json for later
         reports. Without it, an earlier run's slo.json is used.
+  min_interval_s:
+    type: float
+    default: 0
+    description:
+      - Leave the report as it is (RV(refreshed=false), nothing returned but C(html)) when its page was written
+        less than this many seconds ago - the refresh a lane does after each of its points, so that at fleet size
+        the controller rebuilds the report every so often instead of once per point. The run's final report
+        always uses 0.
 attributes:
   check_mode: {support: none}
 """
@@ -39,8 +47,10 @@ not_ok: {description: "One line per failed or lost point: status, host, stage, c
 verdict: {description: "The best configuration under the SLOs, then why each other one is not it.", returned: success,
   type: list, elements: str}
 html: {description: The report page (report.html)., returned: success, type: str}
+refreshed: {description: Whether the report was written (see O(min_interval_s))., returned: success, type: bool}
 """
 
+import time
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
@@ -53,14 +63,18 @@ def main():
             "results_dir": {"type": "path", "required": True},
             "plan": {"type": "dict"},
             "slo": {"type": "dict"},
+            "min_interval_s": {"type": "float", "default": 0.0},
         }
     )
     require_trtsweep(module)
-    from trtsweep.report import write
+    from trtsweep.report import HTML_FILE, write
 
     params = module.params
+    page = Path(params["results_dir"]) / HTML_FILE
+    if params["min_interval_s"] > 0 and page.exists() and time.time() - page.stat().st_mtime < params["min_interval_s"]:
+        module.exit_json(changed=False, refreshed=False, html=str(page))
     report = run_or_fail(module, write, Path(params["results_dir"]), params["plan"], params["slo"])
-    module.exit_json(changed=True, table=report.text, rows=report.rows, not_ok=report.not_ok,
+    module.exit_json(changed=True, refreshed=True, table=report.text, rows=report.rows, not_ok=report.not_ok,
                      verdict=report.verdict, html=str(report.html))  # fmt: skip
 
 

@@ -13,8 +13,9 @@ command line Ansible itself would use (its ControlMaster, keys, known hosts and 
 connection `sh -c` directly. Each line written renews the lease once. The heartbeat:
 
 - writes a line every `--every` seconds while the controller process (`--controller-pid`, with its start
-  ticks) lives; when it is gone (the run ended, Ctrl-C, SIGTERM, kill -9), it closes the channel and exits,
-  and the lease lapses on every host within its TTL;
+  ticks) lives; when it is gone (the run ended, Ctrl-C, SIGTERM, kill -9), it writes `end` (the host removes
+  the lease: its servers stop at once), closes the channel and exits; a host it cannot tell (a cut link) sees
+  its lease lapse within the TTL;
 - restarts a channel that ended (a transient SSH failure, a master connection that dropped) after a second,
   so only a link that stays down for the whole TTL loses the host's servers;
 - logs every channel start and end to `--log` (one line each), for the report of a host that was lost.
@@ -34,13 +35,16 @@ from trtsweep.procs import alive
 
 EVERY_S = 2.0
 RESTART_S = 1.0
+END = "end"
 
 
 def renew_loop(lease_file: str) -> str:
-    """The host side of a channel: renew `lease_file` for every line read, end at end of input."""
+    """The host side of a channel: renew `lease_file` for every line read; `end` removes it (the run is over:
+    the host's servers stop at once); at end of input (a dropped channel) leave it to lapse."""
     lease = shlex.quote(lease_file)
     folder = shlex.quote(str(Path(lease_file).parent))
-    return f"mkdir -p -- {folder} && while IFS= read -r _; do touch -- {lease} || exit 1; done"
+    return (f"mkdir -p -- {folder} && while IFS= read -r line; do "
+            f'if [ "$line" = {END} ]; then rm -f -- {lease}; exit 0; fi; touch -- {lease} || exit 1; done')  # fmt: skip
 
 
 def remote_command(lease_file: str) -> str:
@@ -54,9 +58,13 @@ def _log(log: Path, message: str) -> None:
         handle.write(f"{stamp} {message}\n")
 
 
-def _close(channel: subprocess.Popen[bytes]) -> None:
+def _close(channel: subprocess.Popen[bytes], end: bool) -> None:
+    """Close the channel; with `end`, first tell the host the run is over (its lease is removed)."""
     with contextlib.suppress(OSError):
         if channel.stdin:
+            if end:
+                channel.stdin.write(f"{END}\n".encode())
+                channel.stdin.flush()
             channel.stdin.close()
     try:
         channel.wait(timeout=5)
@@ -69,6 +77,7 @@ def beat(channel_argv: list[str], controller_pid: int, controller_ticks: int | N
          every_s: float = EVERY_S) -> int:  # fmt: skip
     """Keep the channel open and write a line every `every_s` seconds while the controller lives."""
     channel: subprocess.Popen[bytes] | None = None
+    ended = False
     try:
         while alive(controller_pid, controller_ticks):
             if channel is not None and channel.poll() is not None:
@@ -87,10 +96,11 @@ def beat(channel_argv: list[str], controller_pid: int, controller_ticks: int | N
             except OSError:  # the channel is ending: the next round restarts it
                 pass
             time.sleep(every_s)
-        _log(log, f"controller (pid {controller_pid}) is gone: heartbeat ends, the lease lapses")
+        ended = True
+        _log(log, f"controller (pid {controller_pid}) is gone: the lease is removed, the host's servers stop")
     finally:
         if channel is not None:
-            _close(channel)
+            _close(channel, ended)
     return 0
 
 

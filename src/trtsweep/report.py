@@ -23,6 +23,8 @@ SUMMARY_FILE = "llm_perf.summary.json"
 EVENTS_FILE = "events.json"
 PLACEMENT_COLUMNS = ("host", "gpus", "colocated")
 
+HTML_FILE = "report.html"
+
 
 def collect(results_dir: Path) -> list[dict[str, Any]]:
     """One row per (point, level), sorted by point id then concurrency."""
@@ -130,7 +132,7 @@ def write(results_dir: Path, plan: dict[str, Any] | None = None, slo: dict[str, 
     results_table.write(results_dir, full)
     judged = verdict.judge(full, slo or {})
     lines = verdict.summary_lines(judged)
-    page = results_dir / "report.html"
+    page = results_dir / HTML_FILE
     atomic_write_text(page, report_page.render(results_dir.name, full, judged, records))
     text = "\n\n".join([*sections, "points:\n" + "\n".join(f"  {line}" for line in points)])
     legend = (

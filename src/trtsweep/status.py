@@ -24,6 +24,7 @@ import fnmatch
 import hashlib
 import json
 import shutil
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,30 @@ def model_commit(results_dir: Path, point_id: str) -> str | None:
         return None
     commit = recorded.get("model_revision") if isinstance(recorded, dict) else None
     return commit if isinstance(commit, str) else None
+
+
+def unpack(results_dir: Path, point_id: str, archive: Path) -> int:
+    """Extract a point's fetched results archive (a tar of its host results directory) into
+    `results_dir/<point>/` and remove the archive; return the number of files. Only plain files and directories
+    below the point's directory are taken (a member that would land elsewhere fails in one line)."""
+    dest = (results_dir / point_id).resolve()
+    count = 0
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            target = (dest / member.name).resolve()
+            if not (member.isfile() or member.isdir()) or not target.is_relative_to(dest):
+                raise TrtsweepError(f"{archive}: member {member.name!r} is not a file below the point's results")
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            source = tar.extractfile(member)
+            assert source is not None  # a regular file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with source, open(target, "wb") as out:
+                shutil.copyfileobj(source, out)
+            count += 1
+    archive.unlink()
+    return count
 
 
 def write(results_dir: Path, record: dict[str, Any]) -> Path:

@@ -18,6 +18,7 @@ rerun runs only the four failed and lost points, and all six are ok.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -139,16 +140,32 @@ def wait_for_stage(events: Path, lane: str, point: str, stages: tuple[str, ...],
 
 
 def benchmark_running(host, point: str, proc) -> ServerState:
-    """Wait until the point's llm-perf runs on `host` as an async job (so its lease is being renewed)."""
+    """Wait until the point's llm-perf runs on `host` (its server ready, the benchmark under way)."""
     deadline = time.monotonic() + 300
+    marker = f"{host.work_dir}/fleet/{point}/".encode()
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the sweep ended before the point to cut was benchmarked"
         states = sorted(host.work_dir.glob(f"fleet/{point}/runs/*/triton_server.json"))
-        jobs = list(host.work_dir.glob(f"fleet/{point}/.ansible_async/*")) if states else []
-        if any(job.stat().st_mtime >= states[-1].stat().st_mtime for job in jobs):
-            return ServerState.load(states[-1])
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline") if states else []:
+            try:
+                argv = cmdline.read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"trtsweep.perf.cli" in argv and any(marker in arg for arg in argv):
+                return ServerState.load(states[-1])
         time.sleep(0.2)
     raise AssertionError(f"{point}'s benchmark never started on {host.name}")
+
+
+def unreachable_after(events: Path, host: str, since: float, limit_s: float) -> float:
+    """Seconds from `since` (time.time()) until the run declared `host` unreachable (events.json)."""
+    while True:
+        with contextlib.suppress(OSError, json.JSONDecodeError):
+            at = json.loads(events.read_text()).get("unreachable_at", {}).get(host)
+            if at is not None:
+                return at - since
+        assert time.time() - since < limit_s, f"{host} not declared unreachable {limit_s:.0f} s after its link was cut"
+        time.sleep(0.5)
 
 
 def wait_server_gone(host, server: ServerState) -> float:
@@ -180,7 +197,10 @@ def test_fleet_sweep_packs_isolates_failures_survives_a_lost_host_and_resumes(te
         test_bootstrap_installs_the_controllers_trtsweep_on_a_host_with_only_python(testbed, fleet)
     results, h2 = fleet["results"], testbed.host("h2")
     shutil.rmtree(results, ignore_errors=True)
-    argv = [ansible_bin("ansible-playbook"), "sweep.yml", "-i", str(fleet["inventory"]), "-e", f"@{fleet['extravars']}"]
+    # two forks for four lanes: a lane whose server is ready waits for a fork while others benchmark, and its
+    # server lives on (the host's heartbeat keeps the lease, not the lane's tasks)
+    argv = [ansible_bin("ansible-playbook"), "sweep.yml", "-i", str(fleet["inventory"]), "-e", f"@{fleet['extravars']}",
+            "-f", "2"]  # fmt: skip
     log = testbed.dir / "fleet-run-1.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
@@ -195,8 +215,12 @@ def test_fleet_sweep_packs_isolates_failures_survives_a_lost_host_and_resumes(te
             wait_for_stage(results / "events.json", "h2--lane0", lost_point, ("benchmark",), proc, 900)
             server = benchmark_running(h2, lost_point, proc)
             h2.cut()  # nobody can reach h2 to stop its server: the lease it no longer gets must
+            cut_at = time.time()
             freed_after = wait_server_gone(h2, server)
             print(f"h2 cut mid-benchmark: its server gone and ports free {freed_after:.1f} s later")
+            # the benchmark command in flight on h2 does not hang the run: ssh's keep-alives end it
+            declared = unreachable_after(results / "events.json", "h2", cut_at, 60)
+            print(f"h2 declared unreachable {declared:.1f} s after its link was cut")
             rc = proc.wait(timeout=900)
         finally:
             if proc.poll() is None:
@@ -228,6 +252,7 @@ def test_fleet_sweep_packs_isolates_failures_survives_a_lost_host_and_resumes(te
     report = (results / "report.md").read_text()
     assert f"{lost_point}: lost on h2" in report and "(co-located)" in report
     assert "Every point of this run finished ok" in text
+    assert "FAILED - RETRYING" not in text and "lease expired" not in text
 
     seed_copy_model(testbed)
     rerun = playbook(fleet["inventory"], fleet["extravars"])
@@ -240,6 +265,41 @@ def test_fleet_sweep_packs_isolates_failures_survives_a_lost_host_and_resumes(te
     final = records(results)
     assert all(r["status"] == "ok" for r in final.values()), {k: r["status"] for k, r in final.items()}
     assert {final[r["point"]]["run_id"] for r in packed} == {plan["run_id"]}  # kept from the first run
+
+
+@pytest.mark.timeout(900)
+def test_a_host_whose_key_changed_is_refused_and_nothing_is_sent_to_it(testbed, fleet, tmp_path):
+    h3 = testbed.host("h3")
+    document = yaml.safe_load(fleet["inventory"].read_text())
+    hosts = document["all"]["children"]["trtsweep_hosts"]["hosts"]
+    document["all"]["children"]["trtsweep_hosts"]["hosts"] = {"h3": hosts["h3"]}
+    inventory = tmp_path / "h3-only.yml"
+    inventory.write_text(yaml.safe_dump(document))
+    extravars = tmp_path / "sweep.yml"
+    extravars.write_text(yaml.safe_dump({**yaml.safe_load(fleet["extravars"].read_text()),
+                                         "trtsweep_results_dir": str(tmp_path / "results")}))  # fmt: skip
+    testbed.rekey(h3)  # the host answering at h3's address now has another key than the one enrolled
+    seen = h3.sshd_log.stat().st_size
+    try:
+        argv = [ansible_bin("ansible-playbook"), "sweep.yml", "-i", str(inventory), "-e", f"@{extravars}"]
+        # a fresh ControlPath directory: no master connection of an earlier test that would skip the key check
+        env = ansible_env({"ANSIBLE_STDOUT_CALLBACK": "default", "ANSIBLE_SSH_CONTROL_PATH_DIR": str(tmp_path / "cp")})
+        run = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=800)
+    finally:
+        testbed.enrol()  # h3's new key enrolled: the tests after this one reach h3 again
+    assert run.returncode != 0, run.stdout[-4000:]
+    said = [line for line in run.stdout.splitlines() if "UNREACHABLE" in line and "h3" in line]
+    assert said, run.stdout[-4000:]
+    records_now = records(tmp_path / "results" / "fleet")
+    assert records_now, run.stdout[-4000:]
+    for record in records_now.values():
+        assert (record["status"], record["stage"]) == ("failed", "preflight"), record
+        assert (
+            "h3: unreachable in the prepare play, nothing sent to it: Host key verification failed."
+            in (record["cause"])
+        ), record["cause"]
+    log = h3.sshd_log.read_text(errors="replace")[seen:]
+    assert "Accepted publickey" not in log and "session opened" not in log, log
 
 
 def handoff_playbook(fleet: dict, bundle: Path, host: str) -> subprocess.CompletedProcess:

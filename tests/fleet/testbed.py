@@ -338,12 +338,15 @@ class TestBed:
         deadline = time.monotonic() + 20
         for host in self.hosts:
             _wait_listening(host, deadline)
-        self._write_known_hosts()
+        self.enrol()
         self.write_inventory()
 
-    def _write_known_hosts(self) -> None:
+    def enrol(self) -> None:
+        """Write every host's current key into the bed's known_hosts (again after a `rekey`)."""
         lines = []
         for host in self.hosts:
+            # what an operator runs to enrol a host: ssh-keyscan would give the same line
+
             kind, key = host.host_key.with_name(host.host_key.name + ".pub").read_text().split()[:2]
             name = host.address if host.port == SSH_PORT else f"[{host.address}]:{host.port}"
             lines.append(f"{name} {kind} {key}\n")

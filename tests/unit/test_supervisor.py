@@ -3,6 +3,7 @@ tritonserver has its python-backend stubs) lives only while its lease is renewed
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ import time
 from pathlib import Path
 
 from trtsweep.serve import supervisor
-from trtsweep.serve.server import start_ticks
+from trtsweep.serve.server import ServerState, gone, start_ticks
 
 # a "server" that starts a "stub" and both sleep: the stub's pid goes to argv[1]
 SERVER = (
@@ -88,3 +89,37 @@ def test_a_signalled_supervisor_stops_its_server_first(tmp_path):
         supervisor.describe_exit(record)
         == "killed by signal 15 (SIGTERM): stopped by its supervisor (supervisor signalled)"
     )
+
+
+def _state(tmp_path: Path) -> ServerState:
+    state_file = tmp_path / "server.json"
+    record = json.loads(supervisor.server_file(state_file).read_text())
+    return ServerState(pid=record["pid"], start_ticks=record["start_ticks"], argv=[], ports={},
+                       bind_address="127.0.0.1", health_url="", log_file=str(tmp_path / "server.log"),
+                       state_file=str(state_file), supervisor=record["supervisor"])  # fmt: skip
+
+
+def test_a_server_dies_with_its_killed_supervisor_and_the_run_is_told(tmp_path):
+    """The OOM killer or kill -9 takes the supervisor: no clean-up of its own runs, the kernel ends the server
+    (PR_SET_PDEATHSIG); Triton's stubs watch their parent and follow it (the e2e test checks the real ones)."""
+    sup, server, stub = supervise(tmp_path, "--ttl", "60")
+    state = _state(tmp_path)
+    assert gone(state) is None  # served, and supervised
+    try:
+        os.kill(sup.pid, signal.SIGKILL)
+        sup.wait()
+        wait_for(lambda: not alive(server), 5)
+        why = gone(state)
+        assert why is not None and f"its supervisor (pid {sup.pid}) is gone" in why, why
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stub, signal.SIGKILL)  # this stand-in's stub does not watch its parent
+
+
+def test_a_dead_server_is_told_by_its_exit_record_not_by_its_ended_supervisor(tmp_path):
+    sup, server, _ = supervise(tmp_path)
+    state = _state(tmp_path)
+    os.kill(server, signal.SIGKILL)
+    assert sup.wait(timeout=10) == 0  # the supervisor records the end and ends too
+    why = gone(state)
+    assert why is not None and "killed by signal 9 (SIGKILL)" in why, why

@@ -467,11 +467,11 @@ def gone(state: ServerState) -> str | None:
     most telling line, or its supervisor's death), or None while it runs under its supervisor."""
     name = f"{'trtllm-serve' if state.kind == 'openai' else 'Triton'} (pid {state.pid}, id {state.server_id})"
     keeper = supervisor_gone(state)
-    if keeper is not None:
-        return f"{name}: {keeper}"
     if is_running(state):
-        return None
+        return f"{name}: {keeper}" if keeper else None
     record = exit_record(Path(state.state_file)) if state.state_file else None
+    if record is None and keeper:  # killed with its supervisor: nobody recorded the server's end
+        return f"{name}: {keeper}"
     how = supervisor.describe_exit(record) if record else "is gone (no exit record)"
     return f"{name} {how}: {failure_cause(Path(state.log_file))}"
 
