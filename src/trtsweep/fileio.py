@@ -1,8 +1,9 @@
-"""Atomic file writes: results are written whole or not at all."""
+"""Atomic file writes (results are written whole or not at all) and file digests."""
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import shutil
 import tempfile
@@ -58,3 +59,12 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write `text` to `path` atomically (see atomic_writer)."""
     with atomic_writer(path, len(text.encode("utf-8"))) as handle:
         handle.write(text)
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -25,7 +25,6 @@ build records and the benchmark's summary) and writes `<out>/`:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shlex
@@ -38,7 +37,7 @@ import yaml
 
 from trtsweep import __version__, results_table, verdict
 from trtsweep.errors import TrtsweepError
-from trtsweep.fileio import atomic_write_text
+from trtsweep.fileio import atomic_write_text, file_sha256
 from trtsweep.llmapi import serve as llmapi_serve
 from trtsweep.serve.openai_server import HF_SERVER
 from trtsweep.serve.server import ContainerSpec, ServerSpec, docker_run, launch_argv
@@ -395,14 +394,6 @@ def smoke_command(point: dict[str, Any], url: str = _sentinel("TRTSWEEP_HOST")) 
     return argv
 
 
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _readme_artifacts(manifest: dict[str, Any]) -> str:
     variables = "\n".join(f"- `{k}`: on the benchmark host it was `{v}`" for k, v in manifest["variables"].items())
     p = manifest["point"]
@@ -548,7 +539,7 @@ def _files(directory: str) -> list[dict[str, Any]]:
     if root is None or not root.is_dir():
         return []
     return [
-        {"path": str(p.relative_to(root)), "bytes": p.stat().st_size, "sha256": _digest(p)}
+        {"path": str(p.relative_to(root)), "bytes": p.stat().st_size, "sha256": file_sha256(p)}
         for p in sorted(root.rglob("*"))
         if p.is_file()
     ]

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import hashlib
 import itertools
 import re
 from pathlib import Path
@@ -48,6 +47,7 @@ from trtsweep.build.precisions import KV_CACHE_DTYPES
 from trtsweep.build.precisions import PRECISIONS as TRTLLM_PRECISIONS
 from trtsweep.build.versions import FAMILIES
 from trtsweep.errors import TrtsweepError
+from trtsweep.fileio import file_sha256
 from trtsweep.perf.dataset import load_jsonl
 from trtsweep.triton import interface as triton_interface
 from trtsweep.triton import repository as triton_repository
@@ -136,15 +136,6 @@ def check_input_data(input_data: str, base_dir: Path) -> Path:
     except TrtsweepError as exc:
         raise _fail("benchmark.input_data", str(exc)) from exc
     return path
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file's bytes: a point records its prompts file's, so an edited file changes its settings."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _fail(field: str, problem: str) -> TrtsweepError:
