@@ -245,7 +245,7 @@ class ControllerSampler(threading.Thread):
         self.pid = pid
         self.peak_pss_mb = 0.0
         self.heartbeat_cpu_s = 0.0
-        self._stop = threading.Event()
+        self._done = threading.Event()
 
     def _controller(self) -> tuple[list[int], list[int]]:
         table = _proc_table()
@@ -263,14 +263,14 @@ class ControllerSampler(threading.Thread):
         return sorted({*tree, *beats, *masters}), beats
 
     def run(self) -> None:
-        while not self._stop.wait(1.0):
+        while not self._done.wait(1.0):
             pids, beats = self._controller()
             self.peak_pss_mb = max(self.peak_pss_mb, sum(_pss_kb(pid) for pid in pids) / 1024)
             if beats:
                 self.heartbeat_cpu_s = max(self.heartbeat_cpu_s, sum(_cpu_s(pid) for pid in beats))
 
     def stop(self) -> None:
-        self._stop.set()
+        self._done.set()
         self.join()
 
 
@@ -645,7 +645,8 @@ def size_report(args: argparse.Namespace, runs: dict[str, dict[str, Any]], failu
         })  # fmt: skip
         for cause in causes:
             print(f"{label}: not ok: {cause}")
-    print(format_rows(rows))
+    if rows:
+        print(format_rows(rows))
     for failure in failures:
         print(f"problem: {failure}")
 

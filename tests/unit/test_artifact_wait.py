@@ -103,16 +103,24 @@ def lanes(tmp_path, monkeypatch):
             proc.communicate()
 
 
-def test_a_second_lane_waits_for_the_checkpoint_and_reuses_it(tmp_path, lanes):
-    fake, python, procs = lanes
+def two_lanes(tmp_path: Path, fake, python: str, procs: list, leave_half: bool = False):
+    """The first lane makes the int8_wo checkpoint (its tool held at the gate), the second waits on its lock."""
     target = Path(pipeline.prepare_checkpoint(checkpoint_spec(tmp_path, "int8_wo"), fake.cache_dir, fake.runtime,
                                               check_mode=True).path)  # fmt: skip
     first = start(tmp_path, "int8_wo", python)
     procs.append(first)
     until(lambda: gated(tmp_path), "the first lane's tool to start")
+    if leave_half:
+        (target / "rank0.safetensors").write_bytes(b"half")  # what a killed tool leaves behind
     second = start(tmp_path, "int8_wo", python)
     procs.append(second)
     until(lambda: waiting_on(second, target.with_name(target.name + ".lock")), "the second lane to wait")
+    return target, first, second
+
+
+def test_a_second_lane_waits_for_the_checkpoint_and_reuses_it(tmp_path, lanes):
+    fake, python, procs = lanes
+    target, first, second = two_lanes(tmp_path, fake, python, procs)
     # another checkpoint has its own lock: made while the first is held
     other = start(tmp_path, "fp16", sys.executable)
     assert finish(other)["changed"] and first.poll() is None and second.poll() is None
@@ -129,15 +137,7 @@ def test_a_second_lane_waits_for_the_checkpoint_and_reuses_it(tmp_path, lanes):
 
 def test_a_holder_killed_with_9_is_taken_over(tmp_path, lanes):
     fake, python, procs = lanes
-    target = Path(pipeline.prepare_checkpoint(checkpoint_spec(tmp_path, "int8_wo"), fake.cache_dir, fake.runtime,
-                                              check_mode=True).path)  # fmt: skip
-    first = start(tmp_path, "int8_wo", python)
-    procs.append(first)
-    until(lambda: gated(tmp_path), "the first lane's tool to start")
-    (target / "rank0.safetensors").write_bytes(b"half")  # what the killed tool leaves behind
-    second = start(tmp_path, "int8_wo", python)
-    procs.append(second)
-    until(lambda: waiting_on(second, target.with_name(target.name + ".lock")), "the second lane to wait")
+    target, first, second = two_lanes(tmp_path, fake, python, procs, leave_half=True)
     first.send_signal(signal.SIGKILL)
     first.communicate()
     tool = gated(tmp_path)[0]
