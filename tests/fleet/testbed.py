@@ -63,9 +63,10 @@ MAX_HOSTS = 50  # host addresses are block base + 10 + N, below the block's broa
 STATE_FILE = "testbed.json"
 LOCK_FILE = Path("/run/lock/trtsweep-testbed.lock")
 SSH_PORT = 22
-# A cut link is noticed within ServerAliveInterval * ServerAliveCountMax (6 to 8 s) on an open connection and
-# within ConnectTimeout (5 s) on a new one. Host keys are checked against the bed's own known_hosts file, which
-# the bed writes from the keys it gave its hosts (as a fleet enrols its hosts' keys with ssh-keyscan).
+# The bed's own ssh calls notice a cut link within ServerAliveInterval * ServerAliveCountMax (6 to 8 s) on an open
+# connection and within ConnectTimeout (5 s) on a new one; Ansible's connections take ansible.cfg's ssh_args first
+# (ssh keeps the first value of an option): 15 s and 10 s. Host keys are checked against the bed's own known_hosts
+# file, which the bed writes from the keys it gave its hosts (as a fleet enrols its hosts' keys with ssh-keyscan).
 CONNECT_TIMEOUT = 5
 SSH_OPTIONS = (
     "-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes -o ConnectTimeout={timeout}"
