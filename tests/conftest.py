@@ -1,9 +1,12 @@
-"""Shared fixtures: the demo model, free loopback ports, and a real local Triton server."""
+"""Shared fixtures: the demo model, free loopback ports, a real local Triton server, a live process to point
+at, and waiting for a condition."""
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+import subprocess
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,6 +19,24 @@ from trtsweep.triton import repository
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ROOT / "data" / "prompts.jsonl"
+
+
+def wait_for(predicate: Callable[[], object], timeout_s: float) -> float:
+    """Seconds until predicate() held; fails the test after timeout_s."""
+    start = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - start < timeout_s, f"not within {timeout_s} s"
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process of the test's own (a stand-in for another run or the controller), killed at the end."""
+    proc = subprocess.Popen(["sleep", "600"])
+    yield proc
+    proc.kill()
+    proc.wait()
 
 
 def free_ports(count: int) -> list[int]:

@@ -78,6 +78,7 @@ def beat(channel_argv: list[str], controller_pid: int, controller_ticks: int | N
     """Keep the channel open and write a line every `every_s` seconds while the controller lives."""
     channel: subprocess.Popen[bytes] | None = None
     ended = False
+    errors = log.open("ab")  # the channels' stderr (ssh's messages), one handle for all of them
     try:
         while alive(controller_pid, controller_ticks):
             if channel is not None and channel.poll() is not None:
@@ -87,7 +88,7 @@ def beat(channel_argv: list[str], controller_pid: int, controller_ticks: int | N
                 continue
             if channel is None:
                 channel = subprocess.Popen(channel_argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                           stderr=log.open("ab"))  # fmt: skip
+                                           stderr=errors)  # fmt: skip
                 _log(log, f"channel started (pid {channel.pid})")
             try:
                 assert channel.stdin is not None
@@ -101,6 +102,7 @@ def beat(channel_argv: list[str], controller_pid: int, controller_ticks: int | N
     finally:
         if channel is not None:
             _close(channel, ended)
+        errors.close()
     return 0
 
 

@@ -7,30 +7,19 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_for
 from trtsweep import heartbeat
 from trtsweep.procs import start_ticks
 
 
-def wait_for(predicate, timeout_s: float) -> float:
-    start = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - start < timeout_s, f"not within {timeout_s} s"
-        time.sleep(0.05)
-    return time.monotonic() - start
-
-
 @pytest.fixture
-def controller():
+def controller(sleeper):
     """A stand-in for the ansible-playbook process: the heartbeat lives as long as it does."""
-    proc = subprocess.Popen(["sleep", "600"])
-    yield proc
-    proc.kill()
-    proc.wait()
+    return sleeper
 
 
 def start_beat(controller: subprocess.Popen, log: Path, channel: list[str], every: float = 0.2):

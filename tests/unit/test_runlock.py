@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 
 import pytest
 
@@ -15,11 +14,9 @@ from trtsweep.errors import TrtsweepError
 
 
 @pytest.fixture
-def other_run():
-    proc = subprocess.Popen(["sleep", "600"])
-    yield proc
-    proc.kill()
-    proc.wait()
+def other_run(sleeper):
+    """The ansible-playbook process of another run of the sweep."""
+    return sleeper
 
 
 def test_a_live_run_holds_the_results_and_a_second_is_refused_naming_it(tmp_path, other_run):

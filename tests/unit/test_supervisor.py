@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.conftest import wait_for
 from trtsweep.serve import supervisor
 from trtsweep.serve.server import ServerState, gone, start_ticks
 
@@ -26,15 +27,6 @@ SERVER = (
 
 def alive(pid: int) -> bool:
     return start_ticks(pid) is not None
-
-
-def wait_for(predicate, timeout_s: float) -> float:
-    """Seconds until predicate() held; fails after timeout_s."""
-    start = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - start < timeout_s, f"not within {timeout_s} s"
-        time.sleep(0.1)
-    return time.monotonic() - start
 
 
 def supervise(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes], int, int]:
