@@ -1,10 +1,10 @@
 # Copyright: trtsweep contributors
 # Apache-2.0
-"""Action plugin (controller): start the run's heartbeat for one host (see src/trtsweep/heartbeat.py).
+"""Action plugin (controller): start the run's heartbeat for one host (see src/trtsweep/fleet/heartbeat.py).
 
 Builds the channel to the host the way this task's connection reaches it - for SSH, the very ssh command line
 Ansible uses (ControlMaster, keys, known hosts, keep-alives, user, port) - and starts
-`python -m trtsweep.heartbeat` on the controller, detached, tied to this ansible-playbook process. One
+`python -m trtsweep.fleet.heartbeat` on the controller, detached, tied to this ansible-playbook process. One
 heartbeat per run and host: a second call for the same host and run finds it running (changed=false).
 Documentation: library/trtsweep_heartbeat.py.
 """
@@ -25,7 +25,7 @@ class ActionModule(ActionBase):
     _VALID_ARGS = frozenset(("lease_file", "state_dir", "every"))
 
     def _channel(self, lease_file: str) -> list[str]:
-        from trtsweep.heartbeat import remote_command, renew_loop
+        from trtsweep.fleet.heartbeat import remote_command, renew_loop
 
         transport = self._connection.transport
         if transport == "local":
@@ -46,7 +46,7 @@ class ActionModule(ActionBase):
         if missing:
             return {**result, "failed": True, "msg": f"trtsweep_heartbeat needs {', '.join(missing)}"}
         try:
-            from trtsweep.procs import alive, start_ticks
+            from trtsweep.common.procs import alive, start_ticks
         except ImportError as exc:
             return {**result, "failed": True, "msg": f"trtsweep is not importable on the controller: {exc}"}
         name = task_vars.get("inventory_hostname", "host") if task_vars else "host"
@@ -68,8 +68,8 @@ class ActionModule(ActionBase):
             return {**result, "changed": True, "channel": channel}
         state_dir.mkdir(parents=True, exist_ok=True)
         log = state_dir / f"heartbeat-{name}.log"
-        argv = [sys.executable, "-m", "trtsweep.heartbeat", "--controller-pid", str(controller), "--log", str(log),
-                "--every", str(args.get("every", 2))]  # fmt: skip
+        argv = [sys.executable, "-m", "trtsweep.fleet.heartbeat", "--controller-pid", str(controller),
+                "--log", str(log), "--every", str(args.get("every", 2))]  # fmt: skip
         if controller_ticks is not None:
             argv += ["--controller-ticks", str(controller_ticks)]
         proc = subprocess.Popen([*argv, "--", *channel], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -1,6 +1,6 @@
 # Copyright: trtsweep contributors
 # Apache-2.0
-"""Action plugin (controller): hold a sweep's results directory for this run (see src/trtsweep/runlock.py).
+"""Action plugin (controller): hold a sweep's results directory for this run (see src/trtsweep/fleet/runlock.py).
 
 The holder is this ansible-playbook process (the worker's parent). Documentation: library/trtsweep_run_lock.py.
 """
@@ -24,8 +24,8 @@ class ActionModule(ActionBase):
         if not args.get("results_dir") or state not in ("held", "released"):
             return {**result, "failed": True, "msg": "trtsweep_run_lock needs results_dir and state held or released"}
         try:
-            from trtsweep import runlock
             from trtsweep.errors import TrtsweepError
+            from trtsweep.fleet import runlock
         except ImportError as exc:
             return {**result, "failed": True, "msg": f"trtsweep is not importable on the controller: {exc}"}
         results_dir, controller = Path(args["results_dir"]), os.getppid()

@@ -28,7 +28,7 @@ class ActionModule(ActionBase):
             return {**result, "failed": True, "msg": f"{name} is not defined: pass a sweep with -e @sweeps/<name>.yml"}
         try:
             from trtsweep.errors import TrtsweepError
-            from trtsweep.sweepfile import refuse_templates
+            from trtsweep.sweep.sweepfile import refuse_templates
         except ImportError as exc:
             return {**result, "failed": True, "msg": f"trtsweep is not importable on the controller: {exc}"}
         raw = task_vars[name]
@@ -41,7 +41,7 @@ class ActionModule(ActionBase):
         except TrtsweepError as exc:
             return {**result, "failed": True, "msg": str(exc)}
         if not isinstance(sweep, dict):
-            return {**result, "failed": True, "msg": f"{name} must be a mapping (see src/trtsweep/planning.py)"}
+            return {**result, "failed": True, "msg": f"{name} must be a mapping (see src/trtsweep/sweep/planning.py)"}
         trtllm = sweep.get("trtllm") if isinstance(sweep.get("trtllm"), dict) else {}
         return {
             **result,

@@ -62,8 +62,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from tests.fleet.testbed import TestBed, ansible_env, unavailable_reason  # noqa: E402
 
+from trtsweep.fleet.release import build_id  # noqa: E402
 from trtsweep.perf.selftest import format_rows  # noqa: E402
-from trtsweep.release import build_id  # noqa: E402
 
 BIN = Path(sys.executable).parent
 DEMO_REPO_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -258,7 +258,7 @@ class ControllerSampler(threading.Thread):
                 tree.append(child)
                 todo.append(child)
         beats = [pid for pid, (_, cmd) in table.items()
-                 if "trtsweep.heartbeat" in cmd and f"--controller-pid {self.pid} " in cmd]  # fmt: skip
+                 if "trtsweep.fleet.heartbeat" in cmd and f"--controller-pid {self.pid} " in cmd]  # fmt: skip
         masters = [pid for pid, (_, cmd) in table.items() if cmd.startswith("ssh: ") and "[mux]" in cmd]
         return sorted({*tree, *beats, *masters}), beats
 

@@ -32,7 +32,7 @@ requirements: [trtsweep on the controller]
 
 POINT_TASK = re.compile(r"^Point \| (?P<what>[^|]+?) \| (?P<point>\S+)$")
 STAGE = re.compile(r"^stage (?P<stage>\w+)$")
-FIRST_STAGE = "preflight"  # where every point starts (run_point.yml's __point_stage; trtsweep.status.STAGES[0])
+FIRST_STAGE = "preflight"  # where every point starts (run_point.yml's __point_stage; trtsweep.fleet.status.STAGES[0])
 
 
 class CallbackModule(CallbackBase):
@@ -128,7 +128,7 @@ class CallbackModule(CallbackBase):
         if self._plan is None or self._reported:
             return
         try:  # the report play never ran: every lane went away; write what is known
-            from trtsweep.report import write
+            from trtsweep.report.writer import write
 
             written = write(Path(self._plan["results_dir"]), self._plan)
             self._display.warning("the report play did not run; report written by trtsweep_events:\n" + written.text)

@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 module: trtsweep_heartbeat
 short_description: Keep a run's servers alive on one host with one heartbeat (not one renewal task per lane)
 description:
-  - Starts C(python -m trtsweep.heartbeat) on the controller, detached and tied to this ansible-playbook process,
+  - Starts C(python -m trtsweep.fleet.heartbeat) on the controller, detached and tied to this ansible-playbook process,
     which renews O(lease_file) on the host every O(every) seconds over one long-lived channel. For an SSH host the
     channel is the ssh command line Ansible itself uses for the host (ControlMaster, keys, known hosts,
     keep-alives); for the local connection a local shell.

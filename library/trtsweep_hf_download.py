@@ -87,7 +87,7 @@ def main():
         supports_check_mode=True,
     )
     require_trtsweep(module)
-    from trtsweep.download import current_commit, ref_key, resolve
+    from trtsweep.hub.download import current_commit, ref_key, resolve
 
     p = module.params
     if p["resolve_only"]:

@@ -77,7 +77,7 @@ def main():
         supports_check_mode=True,
     )
     require_trtsweep(module)
-    from trtsweep import hostfacts
+    from trtsweep.fleet import hostfacts
 
     p = module.params
     try:

@@ -16,7 +16,7 @@ description:
     (fp8, nvfp4, int4_awq, w4a8_awq; fp8 KV cache) into C(<cache_dir>/checkpoints/modelopt-<precision>-<hash>/),
     keyed by every input (model and revision, precision, KV cache, calibration data, options, releases); a
     complete one is reused, a half one removed and made again. Every flag is checked against the recorded
-    argument definitions (C(trtsweep.llmapi.modelopt), C(llmapi/modelopt/<release>.json)).
+    argument definitions (C(trtsweep.toolchain.llmapi.modelopt), C(llmapi/modelopt/<release>.json)).
   - C(calib_data) (the benchmark's prompts) becomes the calibration dataset; without it ModelOpt's default is used.
   - The Hugging Face token travels only by environment and is scrubbed from the log. Check mode returns the command.
 options:
@@ -107,8 +107,8 @@ def main():
         supports_check_mode=True,
     )
     require_trtsweep(module)
-    from trtsweep.build.pipeline import ModeloptSpec, prepare_modelopt_checkpoint
-    from trtsweep.flows import release_key
+    from trtsweep.sweep.flows import release_key
+    from trtsweep.toolchain.pipeline import ModeloptSpec, prepare_modelopt_checkpoint
 
     p = module.params
     major, minor = run_or_fail(module, release_key, p["trtllm_version"])

@@ -71,15 +71,15 @@ def main():
         supports_check_mode=True,
     )
     require_trtsweep(module)
-    from trtsweep import fleet
+    from trtsweep.fleet import runplan
 
     p = module.params
     plan = run_or_fail(
-        module, fleet.make_plan, p["sweep"], p["hosts"], Path(p["results_dir"]), p["force"], p["only"],
+        module, runplan.make_plan, p["sweep"], p["hosts"], Path(p["results_dir"]), p["force"], p["only"],
         write=not module.check_mode, base_dir=Path(p["base_dir"]) if p["base_dir"] else None,
     )  # fmt: skip
     plan.pop("hosts")
-    module.exit_json(changed=bool(plan["points"] or plan["unplaced"]), table=fleet.plan_text(plan), **plan)
+    module.exit_json(changed=bool(plan["points"] or plan["unplaced"]), table=runplan.plan_text(plan), **plan)
 
 
 if __name__ == "__main__":

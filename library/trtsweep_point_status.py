@@ -102,19 +102,19 @@ def main():
         required_if=[("state", "finished", ["status", "stage"])],
     )
     require_trtsweep(module)
-    from trtsweep import fleet, status
+    from trtsweep.fleet import runplan, status
 
     p = module.params
     results = Path(p["results_dir"])
     if p["state"] == "running":
-        record = run_or_fail(module, status.begin, results, p["point"], p["run_id"], fleet.now())
+        record = run_or_fail(module, status.begin, results, p["point"], p["run_id"], runplan.now())
     else:
         if p["archive"]:
             run_or_fail(module, status.unpack, results, p["point"]["id"], Path(p["archive"]))
         cause, tail = _failure(p["failure"], p["failed_task"]) if p["status"] == "failed" else (None, [])
         record = run_or_fail(
             module, status.finish, results, p["point"]["id"], p["run_id"], status=p["status"], stage=p["stage"],
-            cause=cause, log_tail=tail, stages=_durations(p["stage_times"]), finished_at=fleet.now(),
+            cause=cause, log_tail=tail, stages=_durations(p["stage_times"]), finished_at=runplan.now(),
             model_commit=status.model_commit(results, p["point"]["id"]),
         )  # fmt: skip
     module.exit_json(changed=True, record=record)

@@ -53,7 +53,7 @@ def main():
         supports_check_mode=True,
     )
     require_trtsweep(module)
-    from trtsweep import promptcheck
+    from trtsweep.sweep import promptcheck
 
     p = module.params
     longest = run_or_fail(module, promptcheck.check, p["input_data"], p["tokenizer_dir"], p["max_input_len"],

@@ -124,8 +124,8 @@ def main():
         supports_check_mode=True,
     )
     require_trtsweep(module)
-    from trtsweep.build.commands import CheckpointSpec
-    from trtsweep.build.pipeline import prepare_checkpoint
+    from trtsweep.toolchain.commands import CheckpointSpec
+    from trtsweep.toolchain.pipeline import prepare_checkpoint
 
     p = module.params
     spec = CheckpointSpec(

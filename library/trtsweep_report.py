@@ -18,7 +18,7 @@ options:
   slo:
     type: dict
     description:
-      - The sweep's C(slo) mapping (see src/trtsweep/verdict.py); kept in C(results_dir)/slo.json for later
+      - The sweep's C(slo) mapping (see src/trtsweep/report/verdict.py); kept in C(results_dir)/slo.json for later
         reports. Without it, an earlier run's slo.json is used.
   min_interval_s:
     type: float
@@ -67,7 +67,7 @@ def main():
         }
     )
     require_trtsweep(module)
-    from trtsweep.report import HTML_FILE, write
+    from trtsweep.report.writer import HTML_FILE, write
 
     params = module.params
     page = Path(params["results_dir"]) / HTML_FILE

@@ -117,8 +117,8 @@ def main():
         supports_check_mode=True,
     )
     require_trtsweep(module)
-    from trtsweep.build.commands import BuildOptions
-    from trtsweep.build.pipeline import EngineSpec, build_engine
+    from trtsweep.toolchain.commands import BuildOptions
+    from trtsweep.toolchain.pipeline import EngineSpec, build_engine
 
     p = module.params
     spec = EngineSpec(

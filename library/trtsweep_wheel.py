@@ -47,8 +47,9 @@ def main():
         supports_check_mode=True,
     )
     require_trtsweep(module)
-    from trtsweep import __version__, bootstrap
-    from trtsweep.release import build_id, wheel_build_id
+    from trtsweep import __version__
+    from trtsweep.fleet import bootstrap
+    from trtsweep.fleet.release import build_id, wheel_build_id
 
     out = Path(module.params["out_dir"])
     if module.params["wheel"]:

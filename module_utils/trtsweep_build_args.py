@@ -21,7 +21,7 @@ RUNTIME_ARGS = {
 
 def runtime(params, **tools):
     """The trtsweep Runtime for the module's parameters; ``tools`` are python / trtllm_dir / trtllm_build."""
-    from trtsweep.build.runner import Runtime
+    from trtsweep.toolchain.runner import Runtime
 
     return Runtime(
         kind=params["runtime"],
@@ -40,6 +40,6 @@ def cache_dir(params):
     """cache_dir, else trtsweep's cache directory of the host."""
     from pathlib import Path
 
-    from trtsweep.paths import cache_dir as default
+    from trtsweep.common.paths import cache_dir as default
 
     return Path(params["cache_dir"]) if params["cache_dir"] else default()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from trtsweep.demo_model import DemoModel, materialize
-from trtsweep.paths import cache_dir
+from trtsweep.common.paths import cache_dir
+from trtsweep.hub.demo_model import DemoModel, materialize
 from trtsweep.serve import server
 from trtsweep.triton import repository
 

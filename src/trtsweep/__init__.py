@@ -1,3 +1,11 @@
-"""trtsweep: sweep TensorRT-LLM / Triton configurations and benchmark them."""
+"""trtsweep: sweep TensorRT-LLM / Triton configurations and benchmark them.
+
+The package follows the pipeline: sweep (the plan) -> fleet (hosts, lanes, records) -> hub (download) ->
+toolchain (quantize, convert, build) -> triton (repository) -> serve -> perf (benchmark) -> report -> handoff.
+"""
+
+from trtsweep import _moved
 
 __version__ = "0.1.0"
+
+_moved.install()

@@ -11,16 +11,16 @@ from trtsweep.errors import TrtsweepError
 
 
 def _demo_model(args: argparse.Namespace) -> None:
-    from trtsweep.demo_model import materialize
-    from trtsweep.paths import cache_dir
+    from trtsweep.common.paths import cache_dir
+    from trtsweep.hub.demo_model import materialize
 
     print(json.dumps(materialize(args.cache_dir or cache_dir()).as_dict(), indent=2))
 
 
 def _plan(args: argparse.Namespace) -> None:
-    from trtsweep.planning import default_base_dir, expand
-    from trtsweep.promptcheck import plan_checks
-    from trtsweep.sweepfile import load
+    from trtsweep.sweep.planning import default_base_dir, expand
+    from trtsweep.sweep.promptcheck import plan_checks
+    from trtsweep.sweep.sweepfile import load
 
     sweep = load(args.sweep_file)
     if args.inventory is None:
@@ -28,16 +28,16 @@ def _plan(args: argparse.Namespace) -> None:
         checks = plan_checks(points, default_base_dir())
         print("\n".join([*(p["id"] for p in points), *(f"prompt lengths of {k}: {v}" for k, v in checks.items())]))
         return
-    from trtsweep import fleet
-    from trtsweep.inventory import planning_hosts
+    from trtsweep.fleet import runplan
+    from trtsweep.fleet.inventory import planning_hosts
 
     hosts, notes = planning_hosts(args.inventory, args.gpus)
-    plan = fleet.make_plan(sweep, hosts, args.results_dir, force=args.force, only=args.only, write=False)
-    print("\n".join([*notes, fleet.plan_text(plan)]))
+    plan = runplan.make_plan(sweep, hosts, args.results_dir, force=args.force, only=args.only, write=False)
+    print("\n".join([*notes, runplan.plan_text(plan)]))
 
 
 def _report(args: argparse.Namespace) -> None:
-    from trtsweep.report import write
+    from trtsweep.report.writer import write
 
     text, _, not_ok, answer, page = write(args.results_dir)
     print(f"{text}\n\n" + "\n".join(answer) + f"\nreport: {page}")
@@ -46,8 +46,8 @@ def _report(args: argparse.Namespace) -> None:
 
 
 def _compare(args: argparse.Namespace) -> None:
-    from trtsweep.compare import compare, page, text
-    from trtsweep.fileio import atomic_write_text
+    from trtsweep.common.fileio import atomic_write_text
+    from trtsweep.report.compare import compare, page, text
 
     result = compare(args.a, args.b)
     atomic_write_text(args.out, page(result))
@@ -55,7 +55,7 @@ def _compare(args: argparse.Namespace) -> None:
 
 
 def _handoff(args: argparse.Namespace) -> None:
-    from trtsweep.handoff import write_bundle
+    from trtsweep.handoff.bundle import write_bundle
 
     manifest = write_bundle(args.results_dir, args.point, args.out, image=args.image, base_dir=args.base_dir)
     print(
@@ -70,7 +70,7 @@ def _run(args: argparse.Namespace) -> None:
     import tempfile
     import time
 
-    from trtsweep.progress import load, render
+    from trtsweep.fleet.progress import load, render
 
     rest = args.playbook_args[1:] if args.playbook_args[:1] == ["--"] else args.playbook_args
     argv = [str(Path(sys.executable).parent / "ansible-playbook"), *rest]
@@ -101,7 +101,7 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _wheelhouse(args: argparse.Namespace) -> None:
-    from trtsweep.bootstrap import wheelhouse
+    from trtsweep.fleet.bootstrap import wheelhouse
 
     print(wheelhouse(args.dest, args.extras))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fakelib
 
-from trtsweep.build import versions
+from trtsweep.toolchain import versions
 
 version = fakelib.version()
 invoked = Path(sys.argv[0])

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from trtsweep.build import versions
+from trtsweep.toolchain import versions
 
 
 def version() -> versions.Version:

@@ -12,7 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fakelib
 
-from trtsweep.llmapi import modelopt
+from trtsweep.toolchain.llmapi import modelopt
 
 release = os.environ["TRTSWEEP_FAKE_MODELOPT_RELEASE"]
 args = fakelib.parse("hf_ptq.py", modelopt.table(release), sys.argv[1:])

@@ -7,7 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fakelib
 
-from trtsweep.build import versions
+from trtsweep.toolchain import versions
 
 version = fakelib.version()
 args = fakelib.parse("quantize.py", versions.quantize_table(version), sys.argv[1:])

@@ -31,8 +31,8 @@ import yaml
 
 from tests.conftest import ROOT
 from tests.fleet.testbed import TestBed, ansible_bin, ansible_env
-from trtsweep.demo_model import DemoModel
-from trtsweep.release import wheel_build_id
+from trtsweep.fleet.release import wheel_build_id
+from trtsweep.hub.demo_model import DemoModel
 from trtsweep.serve.server import ServerState, start_ticks
 
 SMOL = "models--HuggingFaceTB--SmolLM2-135M-Instruct"
@@ -113,7 +113,7 @@ def test_bootstrap_installs_the_controllers_trtsweep_on_a_host_with_only_python(
     installed = json.loads((fleet["venv"] / "trtsweep-install.json").read_text())
     wheels = sorted((ROOT / ".cache" / "wheels" / installed["build"]).glob("trtsweep-*.whl"))
     assert wheels and wheel_build_id(wheels[0]) == installed["build"]
-    probe = testbed.ssh(testbed.host("h1"), str(venv_python), "-c", "from trtsweep.release import build_id; "
+    probe = testbed.ssh(testbed.host("h1"), str(venv_python), "-c", "from trtsweep.fleet.release import build_id; "
                         "print(build_id())")  # fmt: skip
     assert probe.stdout.strip() == installed["build"]
     assert installed["extras"] == ["local"] and installed["wheelhouse"]

@@ -23,7 +23,7 @@ import yaml
 
 from tests.conftest import ROOT, free_ports
 from tests.integration.test_sweep_playbook import run_ok, stdout
-from trtsweep.handoff import write_bundle
+from trtsweep.handoff.bundle import write_bundle
 from trtsweep.serve.server import ServerState, stop
 
 CONFIG = "smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream"

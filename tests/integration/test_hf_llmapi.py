@@ -1,4 +1,4 @@
-"""The hf backend's `llmapi` model (templates/triton/tensorrt_llm_llmapi_hf) behind the real Triton server, with the
+"""The hf backend's `llmapi` model (triton/templates/tensorrt_llm_llmapi_hf) behind the real Triton server, with the
 tensors of TensorRT-LLM's own llmapi config.pbtxt: the post-1.2 record (llmapi/args/1.2.json) and 0.19's
 (tests/data/llmapi_0.19.json), its settings in 1/model.yaml. Requests as tritonclient sends them; texts checked
 against transformers' own greedy generate."""
@@ -22,7 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from tritonclient.utils import InferenceServerException
 
 from tests.conftest import served
-from trtsweep.llmapi import args
+from trtsweep.toolchain.llmapi import args
 
 QUESTION = "What is the capital of France?"
 ANSWER = "The capital of France is Paris."
@@ -57,7 +57,7 @@ def llmapi_repo(out: Path, model_dir: Path, record: str, decoupled: bool, triton
     model = out / "tensorrt_llm"
     (model / "1").mkdir(parents=True)
     (model / "config.pbtxt").write_text(config_pbtxt(RECORDS[record], decoupled, triton_batch))
-    code = resources.files("trtsweep") / "templates" / "triton" / "tensorrt_llm_llmapi_hf" / "model.py"
+    code = resources.files("trtsweep.triton") / "templates" / "tensorrt_llm_llmapi_hf" / "model.py"
     (model / "1" / "model.py").write_text(code.read_text())
     model_yaml = {
         "model": str(model_dir), "backend": "pytorch", "dtype": "auto", "max_batch_size": 4,

@@ -24,7 +24,7 @@ import pytest
 import websocket
 
 from tests.integration.report_browser import CHROMIUM_FLAGS, chromium
-from trtsweep import report
+from trtsweep.report import writer
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "report_results" / "smollm2-cpu-demo"
 WIDTH = 1280
@@ -155,7 +155,7 @@ def screenshot(page: Page, height: int, path: Path) -> Path:
 def results(tmp_path: Path) -> Path:
     """The real run's results, their report rebuilt by this checkout."""
     out = Path(shutil.copytree(DATA, tmp_path / "smollm2-cpu-demo"))
-    report.write(out)
+    writer.write(out)
     return out
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from trtsweep.build import versions
-from trtsweep.build.runner import Runtime
 from trtsweep.errors import TrtsweepError
+from trtsweep.toolchain import versions
+from trtsweep.toolchain.runner import Runtime
 
 DOUBLES = Path(__file__).resolve().parents[1] / "doubles"
 # one release of every minor that has a table (patch, post and rc spellings included)

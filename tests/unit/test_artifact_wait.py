@@ -17,9 +17,9 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.unit import build_env
-from trtsweep.build import artifacts, pipeline
-from trtsweep.build.commands import CheckpointSpec
-from trtsweep.build.runner import Runtime
+from trtsweep.toolchain import artifacts, pipeline
+from trtsweep.toolchain.commands import CheckpointSpec
+from trtsweep.toolchain.runner import Runtime
 
 VERSION = "0.16.0"
 DEADLINE_S = 60

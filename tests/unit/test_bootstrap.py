@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from trtsweep.bootstrap import build_wheel
-from trtsweep.release import build_id, wheel_build_id
+from trtsweep.fleet.bootstrap import build_wheel
+from trtsweep.fleet.release import build_id, wheel_build_id
 
 
 def test_the_wheel_holds_exactly_the_running_build_and_is_built_once(tmp_path):

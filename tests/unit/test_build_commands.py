@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.build_env import RANGES
-from trtsweep.build import commands, precisions, versions
-from trtsweep.build.commands import BuildOptions, CheckpointSpec
 from trtsweep.errors import TrtsweepError
+from trtsweep.toolchain import commands, precisions, versions
+from trtsweep.toolchain.commands import BuildOptions, CheckpointSpec
 
 KV = [None, "int8", "fp8"]
 

@@ -15,10 +15,10 @@ import pytest
 
 from tests.unit import build_env
 from tests.unit.build_env import RANGES
-from trtsweep.build import artifacts, calibration, engine, pipeline
-from trtsweep.build.commands import BuildOptions, CheckpointSpec
-from trtsweep.build.runner import Runtime
 from trtsweep.errors import TrtsweepError
+from trtsweep.toolchain import artifacts, calibration, engine, pipeline
+from trtsweep.toolchain.commands import BuildOptions, CheckpointSpec
+from trtsweep.toolchain.runner import Runtime
 
 PROMPTS = Path(__file__).resolve().parents[2] / "data" / "prompts.jsonl"
 SECRET = "hf_SeCrEt0123456789"

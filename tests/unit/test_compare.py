@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from trtsweep.cli import main
-from trtsweep.compare import compare, page, text
 from trtsweep.errors import TrtsweepError
+from trtsweep.report.compare import compare, page, text
 
 
 def _sweep(root: Path, name: str, tok_s: float, ttft_p99: float, only: str | None = None) -> Path:

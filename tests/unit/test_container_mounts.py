@@ -10,9 +10,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from trtsweep.build.runner import Runtime
-from trtsweep.mounts import closure
+from trtsweep.common.mounts import closure
 from trtsweep.serve.server import ContainerSpec, ServerSpec, build_command
+from trtsweep.toolchain.runner import Runtime
 from trtsweep.triton import repository
 
 DOCKER = str(Path(__file__).resolve().parent.parent / "doubles" / "docker")

@@ -5,8 +5,8 @@ from collections import namedtuple
 
 import pytest
 
-from trtsweep import download
 from trtsweep.errors import TrtsweepError
+from trtsweep.hub import download
 
 
 def test_allow_and_ignore_patterns():

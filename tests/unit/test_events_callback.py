@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from trtsweep import status
+from trtsweep.fleet import status
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DATA = ROOT / "tests" / "data" / "report_results" / "smollm2-cpu-demo"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from trtsweep.common.fileio import atomic_write_text
 from trtsweep.errors import TrtsweepError
-from trtsweep.fileio import atomic_write_text
 
 
 @pytest.fixture

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from trtsweep import fleet, report, status
 from trtsweep.errors import TrtsweepError
-from trtsweep.planning import expand
+from trtsweep.fleet import runplan, status
+from trtsweep.report import writer
+from trtsweep.sweep.planning import expand
 
 
 def sweep(**over):
@@ -34,7 +35,7 @@ def hosts(**problems):
 
 def finish_ok(results, plan, point_id):
     point = next(p for p in plan["points"] if p["id"] == point_id)
-    status.begin(results, point, plan["run_id"], fleet.now())
+    status.begin(results, point, plan["run_id"], runplan.now())
     (results / point_id / "llm_perf.summary.json").write_text('{"levels": []}')
     status.finish(results, point_id, plan["run_id"], status="ok", stage="benchmark")
 
@@ -47,37 +48,37 @@ def test_settings_hash_ignores_where_a_point_ran_but_not_what_it_measures():
 
 
 def test_a_rerun_keeps_complete_points_and_reruns_failed_lost_changed_ones(tmp_path):
-    plan = fleet.make_plan(sweep(), hosts(), tmp_path)
+    plan = runplan.make_plan(sweep(), hosts(), tmp_path)
     results = tmp_path / "s"
     assert json.loads((results / "plan.json").read_text())["run_id"] == plan["run_id"]
     ok_id, failed_id = (p["id"] for p in plan["points"])
     finish_ok(results, plan, ok_id)
     failed = next(p for p in plan["points"] if p["id"] == failed_id)
-    status.begin(results, failed, plan["run_id"], fleet.now())
+    status.begin(results, failed, plan["run_id"], runplan.now())
     status.finish(results, failed_id, plan["run_id"], status="failed", stage="serve", cause="boom")
 
-    again = fleet.make_plan(sweep(), hosts(), tmp_path)
+    again = runplan.make_plan(sweep(), hosts(), tmp_path)
     assert again["kept"] == [ok_id] and [p["id"] for p in again["points"]] == [failed_id]
     assert again["run_id"] != plan["run_id"]
-    assert len(fleet.make_plan(sweep(), hosts(), tmp_path, force=True)["points"]) == 2
-    only = fleet.make_plan(sweep(), hosts(), tmp_path, force=True, only="*int8*")
+    assert len(runplan.make_plan(sweep(), hosts(), tmp_path, force=True)["points"]) == 2
+    only = runplan.make_plan(sweep(), hosts(), tmp_path, force=True, only="*int8*")
     assert [p["id"] for p in only["points"]] == [failed_id] and only["left_out"] == [ok_id]
-    changed = fleet.make_plan(sweep(max_batch_sizes=[8]), hosts(), tmp_path)
+    changed = runplan.make_plan(sweep(max_batch_sizes=[8]), hosts(), tmp_path)
     assert len(changed["points"]) == 2 and not changed["kept"]  # other settings: nothing is reused
 
 
 def test_a_point_with_its_summary_missing_is_rerun(tmp_path):
-    plan = fleet.make_plan(sweep(), hosts(), tmp_path)
+    plan = runplan.make_plan(sweep(), hosts(), tmp_path)
     point_id = plan["points"][0]["id"]
     finish_ok(tmp_path / "s", plan, point_id)
     (tmp_path / "s" / point_id / "llm_perf.summary.json").unlink()
-    assert point_id not in fleet.make_plan(sweep(), hosts(), tmp_path)["kept"]
+    assert point_id not in runplan.make_plan(sweep(), hosts(), tmp_path)["kept"]
 
 
 def test_hosts_with_preflight_problems_take_no_points(tmp_path):
-    plan = fleet.make_plan(sweep(), hosts(a=["disk: 1.0 GiB free"]), tmp_path)
+    plan = runplan.make_plan(sweep(), hosts(a=["disk: 1.0 GiB free"]), tmp_path)
     assert {p["host"] for p in plan["points"]} == {"b"} and not plan["unplaced"]
-    both = fleet.make_plan(sweep(), hosts(a=["disk: 1.0 GiB free"], b=["runtime native: tritonserver not found"]),
+    both = runplan.make_plan(sweep(), hosts(a=["disk: 1.0 GiB free"], b=["runtime native: tritonserver not found"]),
                            tmp_path)  # fmt: skip
     assert not both["points"] and len(both["unplaced"]) == 2
     record = status.read(tmp_path / "s", both["unplaced"][0]["point"])
@@ -87,21 +88,21 @@ def test_hosts_with_preflight_problems_take_no_points(tmp_path):
 
 def test_points_no_host_of_the_inventory_fits_fail_the_plan(tmp_path):
     with pytest.raises(TrtsweepError, match="no host can take 2 point"):
-        fleet.make_plan(sweep(placement={"gpus_per_point": 4}), hosts(), tmp_path)
+        runplan.make_plan(sweep(placement={"gpus_per_point": 4}), hosts(), tmp_path)
 
 
 def test_unfinished_points_of_the_run_are_lost_with_the_hosts_reason(tmp_path):
-    plan = fleet.make_plan(sweep(placement={"gpus_per_point": 1, "mode": "exclusive"}), hosts(), tmp_path)
+    plan = runplan.make_plan(sweep(placement={"gpus_per_point": 1, "mode": "exclusive"}), hosts(), tmp_path)
     results = tmp_path / "s"
     started, never = plan["points"]
-    status.begin(results, started, plan["run_id"], fleet.now())
+    status.begin(results, started, plan["run_id"], runplan.now())
     events = {
         "run_id": plan["run_id"],  # the report reads the events of this run only
         "unreachable": {started["host"]: "ssh: connect timed out"},
         "lanes": {started["lane"]: {"host": started["host"], "point": started["id"], "stage": "serve"}},
     }
     (results / "events.json").write_text(json.dumps(events))
-    text, _, not_ok, *_ = report.write(results, plan)
+    text, _, not_ok, *_ = writer.write(results, plan)
     lost = {r["point"]: r for r in map(lambda p: status.read(results, p["id"]), plan["points"])}
     assert lost[started["id"]]["status"] == "lost"
     assert lost[started["id"]]["cause"] == (
@@ -112,16 +113,16 @@ def test_unfinished_points_of_the_run_are_lost_with_the_hosts_reason(tmp_path):
 
 
 def test_a_record_of_another_run_is_never_completed(tmp_path):
-    plan = fleet.make_plan(sweep(), hosts(), tmp_path)
+    plan = runplan.make_plan(sweep(), hosts(), tmp_path)
     point = plan["points"][0]
-    status.begin(tmp_path / "s", point, plan["run_id"], fleet.now())
+    status.begin(tmp_path / "s", point, plan["run_id"], runplan.now())
     with pytest.raises(TrtsweepError, match="refusing to mix runs"):
         status.finish(tmp_path / "s", point["id"], "another-run", status="ok", stage="benchmark")
 
 
 def test_lane_hosts_take_connection_and_trtsweep_settings_only():
     lane = {"name": "a--lane1", "host": "a"}
-    args = fleet.lane_host(lane, {"ansible_host": "10.0.0.1", "ansible_user": "u", "trtsweep_cache_dir": "/c",
+    args = runplan.lane_host(lane, {"ansible_host": "10.0.0.1", "ansible_user": "u", "trtsweep_cache_dir": "/c",
                                   "trtsweep_sweep": {}, "unrelated": 1}, ["gpu", "trtsweep_hosts", "all"])  # fmt: skip
     assert args["name"] == "a--lane1" and args["groups"] == ["gpu", "trtsweep_lanes"]
     assert args["ansible_host"] == "10.0.0.1" and args["trtsweep_cache_dir"] == "/c"

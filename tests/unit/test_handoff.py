@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.handoff import best_point, write_bundle
+from trtsweep.handoff.bundle import best_point, write_bundle
 
 TOKENIZER = "/home/ops/.cache/trtsweep/hf-hub/models--x/snapshots/abc"
 ENGINE = "/home/ops/.cache/trtsweep/engines/llama-fp8-tp2pp1-0123"
@@ -207,7 +207,7 @@ def test_a_pytorch_flow_triton_point_hands_off_its_llmapi_repository(tmp_path):
 
 
 def test_a_trtllm_serve_point_launches_trtllm_serve_with_its_options(tmp_path):
-    from trtsweep.llmapi import serve as llmapi_serve
+    from trtsweep.toolchain.llmapi import serve as llmapi_serve
 
     results, point_id = _pytorch_results(tmp_path, "trtllm-serve")
     out = tmp_path / "bundle"

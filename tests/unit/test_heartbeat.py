@@ -1,4 +1,4 @@
-"""The run's heartbeat (trtsweep/heartbeat.py) with real processes: one channel per host renews the host's lease
+"""The run's heartbeat (trtsweep/fleet/heartbeat.py) with real processes: one channel per host renews the host's lease
 while the controller lives, restarts a channel that ends, and stops when the controller is gone."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_for
-from trtsweep import heartbeat
-from trtsweep.procs import start_ticks
+from trtsweep.common.procs import start_ticks
+from trtsweep.fleet import heartbeat
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def controller(sleeper):
 
 
 def start_beat(controller: subprocess.Popen, log: Path, channel: list[str], every: float = 0.2):
-    argv = [sys.executable, "-m", "trtsweep.heartbeat", "--controller-pid", str(controller.pid),
+    argv = [sys.executable, "-m", "trtsweep.fleet.heartbeat", "--controller-pid", str(controller.pid),
             "--controller-ticks", str(start_ticks(controller.pid)), "--log", str(log), "--every", str(every),
             "--", *channel]  # fmt: skip
     return subprocess.Popen(argv)
@@ -80,7 +80,7 @@ def test_a_dropped_channel_leaves_the_lease_to_lapse(tmp_path):
 def test_a_reused_controller_pid_is_not_the_controller(tmp_path):
     # the pid lives, but its start ticks are another process's: the heartbeat must not run on
     me = os.getpid()
-    beat = subprocess.run([sys.executable, "-m", "trtsweep.heartbeat", "--controller-pid", str(me),
+    beat = subprocess.run([sys.executable, "-m", "trtsweep.fleet.heartbeat", "--controller-pid", str(me),
                            "--controller-ticks", str((start_ticks(me) or 0) + 1), "--log", str(tmp_path / "hb.log"),
                            "--every", "0.1", "--", "sh", "-c", heartbeat.renew_loop(str(tmp_path / "l"))],
                           timeout=30, check=False)  # fmt: skip

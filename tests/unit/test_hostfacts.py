@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from trtsweep import hostfacts
 from trtsweep.errors import TrtsweepError
+from trtsweep.fleet import hostfacts
 
 DOUBLE = Path(__file__).resolve().parents[1] / "doubles" / "nvidia-smi"
 

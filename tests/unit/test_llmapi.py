@@ -1,5 +1,5 @@
 """The PyTorch flow's LLM API options and trtllm-serve command, checked against each release's argument tables
-(src/trtsweep/llmapi/args/<release>.json, read from the TensorRT-LLM sources of that release)."""
+(src/trtsweep/toolchain/llmapi/args/<release>.json, read from the TensorRT-LLM sources of that release)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.llmapi import args, options, serve
+from trtsweep.toolchain.llmapi import args, options, serve
 
 RELEASES = list(args.releases())
 

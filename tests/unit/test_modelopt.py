@@ -1,6 +1,6 @@
 """Quantization for the PyTorch flow: hf_ptq.py commands checked against the recorded argument definitions
-(src/trtsweep/llmapi/modelopt/<release>.json), pre-quantized ModelOpt checkpoints, the export's content key and
-calibration on the user's prompts."""
+(src/trtsweep/toolchain/llmapi/modelopt/<release>.json), pre-quantized ModelOpt checkpoints, the export's content
+key and calibration on the user's prompts."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trtsweep.build import calibration
 from trtsweep.errors import TrtsweepError
-from trtsweep.llmapi import modelopt
+from trtsweep.toolchain import calibration
+from trtsweep.toolchain.llmapi import modelopt
 
 PROMPTS = Path(__file__).resolve().parents[2] / "data" / "prompts.jsonl"
 RELEASES = list(modelopt.releases())

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from trtsweep.build import pipeline
-from trtsweep.build.runner import Runtime
 from trtsweep.errors import TrtsweepError
+from trtsweep.toolchain import pipeline
+from trtsweep.toolchain.runner import Runtime
 
 DOUBLES = Path(__file__).resolve().parents[1] / "doubles"
 PROMPTS = Path(__file__).resolve().parents[2] / "data" / "prompts.jsonl"

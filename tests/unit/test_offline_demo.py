@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from trtsweep import bootstrap, cli, demo_model, download
+from trtsweep import cli
 from trtsweep.errors import TrtsweepError
+from trtsweep.fleet import bootstrap
+from trtsweep.hub import demo_model, download
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = "models--" + demo_model.REPO_ID.replace("/", "--")

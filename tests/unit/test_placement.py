@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.hostfacts import declared_gpus
-from trtsweep.placement import host_from_facts, place
-from trtsweep.planning import expand
+from trtsweep.fleet.hostfacts import declared_gpus
+from trtsweep.fleet.placement import host_from_facts, place
+from trtsweep.sweep.planning import expand
 
 
 def gpus(count, gpu="NVIDIA H100 80GB HBM3", memory_mb=81559):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.planning import expand
+from trtsweep.sweep.planning import expand
 
 
 def sweep(**over):
@@ -250,12 +250,13 @@ def test_input_data_relative_to_base_dir_absolute_as_given_default_the_checkout(
 
 
 def test_trtsweep_plan_and_make_plan_check_input_data(tmp_path, capsys):
-    from trtsweep import cli, fleet
+    from trtsweep import cli
+    from trtsweep.fleet import runplan
 
     bad = with_data(tmp_path, GOOD + "{oops\n")
     gpu = {"index": 0, "name": "declared", "memory_mb": 0}
     with pytest.raises(TrtsweepError, match=r"prompts.jsonl:2: invalid JSON"):
-        fleet.make_plan(bad, {"a": {"gpus": [gpu], "problems": []}}, tmp_path / "results", base_dir=tmp_path)
+        runplan.make_plan(bad, {"a": {"gpus": [gpu], "problems": []}}, tmp_path / "results", base_dir=tmp_path)
     (tmp_path / "sweep.yml").write_text(json.dumps({"trtsweep_sweep": bench_file(tmp_path)}))
     assert cli.main(["plan", str(tmp_path / "sweep.yml")]) == 2
     err = capsys.readouterr().err.strip()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trtsweep.progress import render
+from trtsweep.fleet.progress import render
 
 
 def test_live_view_counts_per_host_current_stage_and_estimate():

@@ -10,9 +10,11 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from trtsweep import cli, promptcheck, status
+from trtsweep import cli
 from trtsweep.errors import TrtsweepError
-from trtsweep.planning import expand
+from trtsweep.fleet import status
+from trtsweep.sweep import promptcheck
+from trtsweep.sweep.planning import expand
 
 
 def sweep_with(tmp_path: Path, prompts: list[str], isl: int, repo_id: str | None = None, chat: bool = False) -> dict:

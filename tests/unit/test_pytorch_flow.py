@@ -1,8 +1,8 @@
 """The PyTorch flow in the plan, the llmapi repository, the trtllm-serve server and the report.
 
 Every generated model.yaml and trtllm-serve command is checked against the argument tables of the release it
-targets (src/trtsweep/llmapi/args/<release>.json: the LLM API fields and trtllm-serve's click options read from
-the TensorRT-LLM sources of 1.0, 1.1 and 1.2).
+targets (src/trtsweep/toolchain/llmapi/args/<release>.json: the LLM API fields and trtllm-serve's click options read
+from the TensorRT-LLM sources of 1.0, 1.1 and 1.2).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trtsweep import report_page
 from trtsweep.errors import TrtsweepError
-from trtsweep.llmapi import args
-from trtsweep.planning import expand
+from trtsweep.report import page
 from trtsweep.serve import openai_server, server
+from trtsweep.sweep.planning import expand
+from trtsweep.toolchain.llmapi import args
 from trtsweep.triton import llmapi, repository
 
 RELEASES = list(args.releases())
@@ -269,10 +269,10 @@ def test_the_report_puts_each_configurations_flows_and_servers_side_by_side():
     rows = [row("c1", "engine", "triton", 100.0), row("c1_pytorch-triton", "pytorch", "triton", 90.0),
             row("c1_pytorch-serve", "pytorch", "trtllm-serve", 95.0), {**row("c2", "engine", "triton", 1.0),
                                                                        "config": "c2"}]  # fmt: skip
-    groups = report_page.flows_compared(rows)
+    groups = page.flows_compared(rows)
     assert list(groups) == ["c1"] and list(groups["c1"]) == ["engine / triton", "pytorch / triton",
                                                               "pytorch / trtllm-serve"]  # fmt: skip
-    html = report_page._flows(rows)
+    html = page._flows(rows)
     for point, value in (("c1", "100.0"), ("c1_pytorch-triton", "90.0"), ("c1_pytorch-serve", "95.0")):
         assert f'data-point="{point}" data-concurrency="1" data-column="output_token_throughput"' in html
         assert f">{value}</td>" in html
@@ -281,7 +281,7 @@ def test_the_report_puts_each_configurations_flows_and_servers_side_by_side():
 
 def test_charts_name_each_flow_of_one_configuration():
     stem = "smol_float32_tp1pp1_bs4_isl512osl64_stream"
-    label, common = report_page.labels([stem, f"{stem}_pytorch-triton", f"{stem}_pytorch-serve"])
+    label, common = page.labels([stem, f"{stem}_pytorch-triton", f"{stem}_pytorch-serve"])
     assert list(label.values()) == ["engine", "pytorch-triton", "pytorch-serve"]
     assert common == "smol float32 tp1pp1 bs4 isl512osl64 stream"
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from trtsweep import handoff, report, results_table
 from trtsweep.cli import main
 from trtsweep.errors import TrtsweepError
+from trtsweep.handoff import bundle
+from trtsweep.report import results_table, writer
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "report_results" / "smollm2-cpu-demo"
 FP32 = "smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream"
@@ -57,7 +58,7 @@ class Page(HTMLParser):
 
 
 def test_results_csv_has_a_row_per_point_and_level_with_settings_versions_and_every_number(results):
-    written = report.write(results)
+    written = writer.write(results)
     assert all((results / name).is_file() for name in WRITTEN)
     assert written.html == results / "report.html"
     rows = read_csv(results / "results.csv")
@@ -108,7 +109,7 @@ def test_results_csv_has_a_row_per_point_and_level_with_settings_versions_and_ev
 
 
 def test_the_verdict_under_the_kept_slos_names_the_best_and_what_the_other_misses(results):
-    written = report.write(results)  # no slo given: the run's slo.json
+    written = writer.write(results)  # no slo given: the run's slo.json
     assert written.verdict[0].startswith(f"best under the SLOs: {FP32} at concurrency ")
     assert written.verdict[1].startswith(f"{INT8}: misses rougeL 0.047 is 0.229 below {FP32}")
     md = (results / "report.md").read_text()
@@ -120,7 +121,7 @@ def test_the_verdict_under_the_kept_slos_names_the_best_and_what_the_other_misse
 
 def test_goodput_counts_the_requests_within_the_latency_slos(results):
     slo = {"ttft_p99_ms": 600.0, "e2e_p99_ms": 5000.0}
-    report.write(results, slo=slo)
+    writer.write(results, slo=slo)
     assert json.loads((results / "slo.json").read_text()) == slo  # kept for the next `trtsweep report`
     rows = {(r["point"], r["concurrency"]): r for r in read_csv(results / "results.csv")}
     summary = json.loads((DATA / FP32 / "llm_perf.summary.json").read_text())["levels"][0]["summary"]
@@ -139,13 +140,13 @@ def test_goodput_counts_the_requests_within_the_latency_slos(results):
 
 def test_without_slos_the_best_is_the_highest_output_per_gpu(results):
     (results / "slo.json").unlink()
-    written = report.write(results)
+    written = writer.write(results)
     assert written.verdict[0].startswith(f"best (no SLOs given: highest output tok/s per GPU): {INT8} at concurrency 2")
     assert all(r["goodput"] == "" for r in read_csv(results / "results.csv"))  # goodput is measured against SLOs
 
 
 def test_every_number_in_the_page_is_its_results_csv_text_and_the_page_needs_nothing_outside(results):
-    report.write(results)
+    writer.write(results)
     page = Page()
     page.feed((results / "report.html").read_text())
     assert page.outside == [] and page.scripts == 0  # works offline: no CDN, no script
@@ -166,7 +167,7 @@ def test_failed_points_are_listed_with_stage_and_cause(results):
     record = json.loads((results / INT8 / "status.json").read_text())
     record.update(point=failed, status="failed", stage="build", cause="engine build ran out of memory (hand-made)")
     (results / failed / "status.json").write_text(json.dumps(record))
-    written = report.write(results)
+    written = writer.write(results)
     assert written.not_ok == [f"{failed}: failed on localhost gpus - at stage build: {record['cause']}"]
     page = (results / "report.html").read_text()
     failures = page[page.index("<h2>Failures</h2>") :]
@@ -175,7 +176,7 @@ def test_failed_points_are_listed_with_stage_and_cause(results):
 
 
 def test_trtsweep_report_rebuilds_everything(results, capsys):
-    report.write(results)
+    writer.write(results)
     before = {name: (results / name).read_text() for name in WRITTEN}
     for name in WRITTEN:
         (results / name).unlink()
@@ -187,7 +188,7 @@ def test_trtsweep_report_rebuilds_everything(results, capsys):
 
 def test_a_report_with_nothing_to_read_is_one_line(tmp_path):
     with pytest.raises(TrtsweepError, match="nothing was measured"):
-        report.write(tmp_path)
+        writer.write(tmp_path)
 
 
 def test_errors_and_abandoned_requests_are_counted_by_class(tmp_path):
@@ -223,10 +224,10 @@ def edit_levels(results: Path, point: str, edit: Callable[[int, dict], None]) ->
 def test_a_failed_point_is_never_named_best_and_handoff_picks_the_reports_best(results):
     (results / "slo.json").unlink()  # no SLOs: int8 at concurrency 2 is the fastest
     mark_failed(results, INT8)
-    written = report.write(results)
+    written = writer.write(results)
     assert written.verdict[0].startswith(f"best (no SLOs given: highest output tok/s per GPU): {FP32} at concurrency 2")
     assert f"{INT8}: not a candidate: the point did not finish ok (failed)" in written.verdict
-    assert handoff.best_point(results) == (FP32, written.verdict[0])
+    assert bundle.best_point(results) == (FP32, written.verdict[0])
     page = (results / "report.html").read_text()
     assert f'<p class="best">best (no SLOs given: highest output tok/s per GPU): {FP32}' in page
     assert {r["point_status"] for r in read_csv(results / "results.csv") if r["point"] == INT8} == {"failed"}
@@ -241,9 +242,9 @@ def test_a_level_of_another_server_is_never_best_and_results_csv_says_why(result
             summary["server_identity"]["error"] = summary["error"] = error
 
     edit_levels(results, INT8, another_server)
-    written = report.write(results)
+    written = writer.write(results)
     assert written.verdict[0].startswith(f"best (no SLOs given: highest output tok/s per GPU): {INT8} at concurrency 1")
-    assert handoff.best_point(results)[0] == INT8
+    assert bundle.best_point(results)[0] == INT8
     errors = {
         r["concurrency"]: r["server_identity_error"] for r in read_csv(results / "results.csv") if r["point"] == INT8
     }
@@ -285,9 +286,9 @@ def test_the_charts_leave_out_unknown_values_and_say_which_under_them(results):
             del summary["ttft_ms"]["p99"]
 
     edit_levels(results, INT8, unknown)
-    report.write(results)
+    writer.write(results)
     first = (results / "report.html").read_text()
-    report.write(results)
+    writer.write(results)
     assert (results / "report.html").read_text() == first  # still the same page from the same results
     page = Figures()
     page.feed(first)

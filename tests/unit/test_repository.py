@@ -107,7 +107,7 @@ def test_the_python_models_treat_only_a_whole_placeholder_as_unset():
     from importlib import resources
 
     for model in ("preprocessing", "postprocessing", "tensorrt_llm_hf", "tensorrt_llm_bls"):
-        source = (resources.files("trtsweep") / "templates" / "triton" / model / "model.py").read_text()
+        source = (resources.files("trtsweep.triton") / "templates" / model / "model.py").read_text()
         tree = ast.parse(source)
         keep = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_param"]
         keep += [n for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "UNFILLED"]

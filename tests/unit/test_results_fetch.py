@@ -9,8 +9,8 @@ import tarfile
 
 import pytest
 
-from trtsweep import status
 from trtsweep.errors import TrtsweepError
+from trtsweep.fleet import status
 
 
 def test_the_hosts_tar_of_a_results_directory_is_unpacked_into_the_points_folder(tmp_path):

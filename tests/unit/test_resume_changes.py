@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from trtsweep import download, fleet, hostfacts, status
-from trtsweep.build.versions import canonical, same_release
-from trtsweep.planning import expand
+from trtsweep.fleet import hostfacts, runplan, status
+from trtsweep.hub import download
+from trtsweep.sweep.planning import expand
+from trtsweep.toolchain.versions import canonical, same_release
 
 REPO = "Qwen/Qwen2-0.5B"
 OLD, NEW = "a" * 40, "b" * 40
@@ -43,7 +44,7 @@ def write_prompts(path: Path, records: list[dict[str, str]]) -> Path:
 
 def finish_ok(results: Path, point: dict[str, Any], run_id: str, commit: str | None = None) -> None:
     """A point that ran to the end; its repository.json names the commit its model resolved to."""
-    status.begin(results, point, run_id, fleet.now())
+    status.begin(results, point, run_id, runplan.now())
     (results / point["id"] / "llm_perf.summary.json").write_text('{"levels": []}')
     (results / point["id"] / "repository.json").write_text(json.dumps({"model_revision": commit}))
     status.finish(results, point["id"], run_id, status="ok", stage="benchmark",
@@ -51,7 +52,7 @@ def finish_ok(results: Path, point: dict[str, Any], run_id: str, commit: str | N
 
 
 def run_all(tmp_path: Path, the_sweep: dict[str, Any], commit: str | None = None) -> list[str]:
-    plan = fleet.make_plan(the_sweep, HOSTS, tmp_path)
+    plan = runplan.make_plan(the_sweep, HOSTS, tmp_path)
     for point in plan["points"]:
         finish_ok(tmp_path / "s", point, plan["run_id"], commit)
     return [p["id"] for p in plan["points"]]
@@ -60,10 +61,10 @@ def run_all(tmp_path: Path, the_sweep: dict[str, Any], commit: str | None = None
 def test_an_edited_prompts_file_reruns_its_points_and_an_unchanged_one_keeps_them(tmp_path):
     prompts = write_prompts(tmp_path / "prompts.jsonl", PROMPTS)
     ids = run_all(tmp_path, sweep(prompts))
-    assert fleet.make_plan(sweep(prompts), HOSTS, tmp_path)["kept"] == ids
+    assert runplan.make_plan(sweep(prompts), HOSTS, tmp_path)["kept"] == ids
 
     write_prompts(prompts, PROMPTS[:-1])  # one line removed, same path
-    again = fleet.make_plan(sweep(prompts), HOSTS, tmp_path)
+    again = runplan.make_plan(sweep(prompts), HOSTS, tmp_path)
     assert again["kept"] == [] and [p["id"] for p in again["points"]] == ids
 
 

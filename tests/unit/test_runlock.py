@@ -1,4 +1,4 @@
-"""One run per sweep at a time (trtsweep/runlock.py): a live holder refuses a second run in one line, a holder
+"""One run per sweep at a time (trtsweep/fleet/runlock.py): a live holder refuses a second run in one line, a holder
 whose process is gone is taken over, only the holder releases."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import socket
 
 import pytest
 
-from trtsweep import runlock
 from trtsweep.errors import TrtsweepError
+from trtsweep.fleet import runlock
 
 
 @pytest.fixture

@@ -17,8 +17,10 @@ from typing import Any
 
 import yaml
 
-from trtsweep import fleet, planning, verdict
+from trtsweep.fleet import runplan
 from trtsweep.perf.cli import parser as llm_perf_parser
+from trtsweep.report import verdict
+from trtsweep.sweep import planning, slo
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_POINT = ROOT / "playbooks" / "tasks" / "run_point.yml"
@@ -299,7 +301,7 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
                 "max_accuracy_drop": ({"max_accuracy_drop": 0.1}, {}), "min_accuracy": ({"min_accuracy": 0.3}, {}),
                 "accuracy_metric": ({"min_accuracy": 0.3},
                                     {"min_accuracy": 0.3, "accuracy_metric": "rouge1"})}  # fmt: skip
-    assert set(slo_walk) == verdict.KEYS, "walk every slo key"
+    assert set(slo_walk) == slo.KEYS, "walk every slo key"
     for key, (missing, meeting) in slo_walk.items():
         rows = [measured, reference]
         assert verdict.judge(rows, missing)["rows"][("p", 1)], f"slo.{key}: the verdict ignored it"
@@ -338,7 +340,7 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
 
     def plan(over: dict[str, Any], where: str) -> dict[str, Any]:
         sweep = hf_sweep(placement=over)
-        return fleet.make_plan(sweep, {h: hosts[h] for h in where}, tmp_path / "results", write=False)
+        return runplan.make_plan(sweep, {h: hosts[h] for h in where}, tmp_path / "results", write=False)
 
     for key, (without, with_key, where, seen) in placement.items():
         before, after = seen(plan(without, where)), seen(plan(with_key, where))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtsweep import results_table
 from trtsweep.perf.server_metrics import iteration_summary
+from trtsweep.report import results_table
 
 
 def iteration(n: int, scheduled: int, used: int, *, new: int = 0, queue_ms: float = 0.0, done: int = 0,

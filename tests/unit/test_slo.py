@@ -1,5 +1,5 @@
 """The sweep file's `slo:`: refused at plan time in one line naming the field, and judged per (point, level) by
-trtsweep.verdict with hand-made rows (every SLO, the accuracy reference, the embedded sweep's split)."""
+trtsweep.report.verdict with hand-made rows (every SLO, the accuracy reference, the embedded sweep's split)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from trtsweep import sweepfile
 from trtsweep.errors import TrtsweepError
-from trtsweep.planning import expand
-from trtsweep.verdict import judge, misses, summary_lines
+from trtsweep.report.verdict import judge, misses, summary_lines
+from trtsweep.sweep import sweepfile
+from trtsweep.sweep.planning import expand
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.verdict import check, judge, summary_lines
+from trtsweep.report.verdict import judge, summary_lines
+from trtsweep.sweep.slo import check
 
 
 def row(point: str, concurrency: int, tok_s_gpu: float, ttft_p99: float, rouge: float | None, precision: str,

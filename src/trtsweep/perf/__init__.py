@@ -1,1 +1,4 @@
-"""llm-perf: an LLM-aware benchmark client for Triton (gRPC/HTTP) and OpenAI-compatible servers."""
+"""The client: llm-perf, an LLM-aware benchmark client for Triton (gRPC/HTTP) and OpenAI-compatible servers.
+
+May import: trtsweep.errors, trtsweep.common, trtsweep.serve (the self-test's server only).
+"""

@@ -9,9 +9,8 @@ import asyncio
 import itertools
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,67 +21,17 @@ from trtsweep.errors import TrtsweepError
 from trtsweep.perf import export, server_metrics
 from trtsweep.perf.accuracy import Scoring, usable_reference
 from trtsweep.perf.dataset import Record, load_jsonl, synthetic
+from trtsweep.perf.levels import BenchmarkConfig, LevelReport
 from trtsweep.perf.metrics import LevelStats, TokenCount, request_metrics
-from trtsweep.perf.protocols import Endpoint, Protocol, make_protocol
+from trtsweep.perf.protocols import Protocol, make_protocol
 from trtsweep.perf.protocols.base import PreparedRequest, RequestResult
-from trtsweep.perf.runner import Level, describe, run_level
+from trtsweep.perf.runner import describe, run_level
 from trtsweep.perf.spool import RequestLog, Spool
 from trtsweep.perf.stats import summarize
 
 DEFAULT_MAX_TOKENS = 128
 SCORE_BATCH = 8192  # requests read back from the spool and scored together (in parallel when many)
 IDENTITY_PHASES = {"before": "before the first request", "after": "after the last request"}
-
-
-@dataclass
-class BenchmarkConfig:
-    endpoint: Endpoint
-    protocol: str
-    input_data: Path | None
-    concurrency: list[int] = field(default_factory=list)
-    request_rate: list[float] = field(default_factory=list)
-    arrival: str = "poisson"
-    burstiness: float = 1.0
-    max_concurrency: int | None = None
-    duration_s: float | None = None
-    slo: dict[str, float] = field(default_factory=dict)
-    tokenizer_path: str | None = None
-    num_requests: int | None = None
-    warmup_requests: int = 1
-    max_tokens: int | None = None
-    chat_template: bool = False
-    seed: int = 0
-    export_file: Path | None = None
-    scorer: str | None = None
-    server_metrics_url: str | None = None
-    synthetic: tuple[int, tuple[float, float], tuple[float, float]] | None = None  # count, input, output (mean, std)
-    # Triton protocols: the server id (`--id`) the server must report before and after every level
-    expect_server_id: str | None = None
-
-    def levels(self, per_level: int) -> list[Level]:
-        """The load levels in order: every concurrency, then every request rate."""
-        if bool(self.concurrency) == bool(self.request_rate):
-            raise TrtsweepError("give either --concurrency or --request-rate levels (one of them)")
-        if any(c < 1 for c in self.concurrency):
-            raise TrtsweepError(f"--concurrency must be positive integers, got {self.concurrency}")
-        if self.num_requests is not None and self.num_requests < 1:
-            raise TrtsweepError(f"--num-requests must be a positive integer, got {self.num_requests}")
-        if self.warmup_requests < 0:
-            raise TrtsweepError(f"--warmup-requests must be >= 0, got {self.warmup_requests}")
-        common = {"num_requests": per_level, "warmup_requests": self.warmup_requests, "duration_s": self.duration_s}
-        if self.concurrency:
-            return [Level(concurrency=c, **common) for c in self.concurrency]
-        return [
-            Level(request_rate=r, arrival=self.arrival, burstiness=self.burstiness,
-                  max_concurrency=self.max_concurrency, **common)
-            for r in self.request_rate
-        ]  # fmt: skip
-
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["input_data"] = str(self.input_data) if self.input_data else None
-        out["export_file"] = str(self.export_file) if self.export_file else None
-        return out
 
 
 class ClientHealth:
@@ -120,25 +69,6 @@ class ClientHealth:
             "cpu_s": self.cpu,
             "cpu_ms_per_request": 1000.0 * self.cpu / requests if requests else None,
         }
-
-
-@dataclass
-class LevelReport:
-    """One level: its requests go to a spool on disk as they finish (`count` so far); once the level ends, its
-    summary, and its request rows in the run's request log (`rows()`, read back from disk)."""
-
-    level: Level
-    spool: Spool
-    count: int = 0
-    summary: dict[str, Any] = field(default_factory=dict)
-    log: RequestLog | None = None
-    index: int = -1
-
-    def rows(self) -> Iterator[dict[str, Any]]:
-        """The level's request rows as exported (the request log must still exist: give an export file)."""
-        if self.log is None:
-            raise TrtsweepError(f"{self.level.label} has not been processed yet")
-        return self.log.rows(self.index)
 
 
 class IdentityCheck:

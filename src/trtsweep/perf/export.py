@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trtsweep.fileio import atomic_write_text, atomic_writer
+from trtsweep.common.fileio import atomic_write_text, atomic_writer
 
 if TYPE_CHECKING:
-    from trtsweep.perf.benchmark import BenchmarkConfig, LevelReport
     from trtsweep.perf.dataset import Record
+    from trtsweep.perf.levels import BenchmarkConfig, LevelReport
     from trtsweep.perf.metrics import RequestMetrics
     from trtsweep.perf.protocols.base import RequestResult
     from trtsweep.perf.runner import Level

@@ -1,1 +1,5 @@
-"""Starting, health-checking and stopping Triton Inference Server (local, native, container runtimes)."""
+"""Serving: starting, supervising, health-checking and stopping Triton or trtllm-serve (local, native, container),
+and the hf backend's generation.
+
+May import: trtsweep.errors, trtsweep.common, trtsweep.toolchain.
+"""

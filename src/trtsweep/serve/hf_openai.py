@@ -1,5 +1,5 @@
 """`python -m trtsweep.serve.hf_openai`: the hf backend's counterpart of `trtllm-serve` (the PyTorch flow's
-OpenAI-compatible server), serving an HF checkpoint with transformers (trtsweep.hf_generate).
+OpenAI-compatible server), serving an HF checkpoint with transformers (trtsweep.serve.hf_generate).
 
 Command line: trtllm-serve's option names, so one argv builder serves both (serve/openai_server.py):
 
@@ -60,7 +60,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from trtsweep import hf_generate
+from trtsweep.serve import hf_generate
 
 log = logging.getLogger("trtsweep.hf_openai")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.llmapi import serve as llmapi_serve
+from trtsweep.toolchain.llmapi import serve as llmapi_serve
 
 BACKENDS = ("tensorrtllm", "hf")
 HF_SERVER = ("-m", "trtsweep.serve.hf_openai")

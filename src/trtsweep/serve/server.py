@@ -29,10 +29,10 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from trtsweep.common.fileio import atomic_write_text
+from trtsweep.common.mounts import container_volumes, repository_paths
+from trtsweep.common.procs import alive, die_with_parent, start_ticks
 from trtsweep.errors import TrtsweepError
-from trtsweep.fileio import atomic_write_text
-from trtsweep.mounts import container_volumes, repository_paths
-from trtsweep.procs import alive, die_with_parent, start_ticks
 from trtsweep.serve import openai_server, supervisor
 from trtsweep.serve.local_runtime import LocalRuntime
 from trtsweep.serve.openai_server import OpenAIServe

@@ -10,7 +10,7 @@ twice a second:
   of its process group (stubs) is killed, and the supervisor ends; the run reads the record to say why a
   point's server died mid-benchmark;
 - the lease file `L` is older than `T` seconds (or gone): the run's heartbeat on this host stopped renewing it
-  (trtsweep/heartbeat.py: the run ended or was interrupted, a cut SSH link, a crashed controller): the
+  (trtsweep/fleet/heartbeat.py: the run ended or was interrupted, a cut SSH link, a crashed controller): the
   server's group gets TERM, KILL after the grace period, a named container is removed, `<S>.exit` says
   `lease expired`;
 - the supervisor itself gets TERM / INT / HUP: the same stop, `reason: supervisor signalled`.
@@ -31,8 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-from trtsweep.fileio import atomic_write_text
-from trtsweep.procs import die_with_parent, start_ticks
+from trtsweep.common.fileio import atomic_write_text
+from trtsweep.common.procs import die_with_parent, start_ticks
 
 ENV_VAR = "TRTSWEEP_SUPERVISED_ENV"
 POLL_S = 0.5

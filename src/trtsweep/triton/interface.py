@@ -14,7 +14,7 @@ outputs and steps (which model input or output each tensor is wired to) and the 
 - tensorrt_llm_bls with the upstream BLS inputs and outputs, running the ensemble's steps itself.
 
 Which of these inputs a model honours, and which it refuses by name, is each python model's own table
-(templates/triton/*/model.py).
+(triton/templates/*/model.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
     tensorrt_llm/1/model.yaml     the LLM API arguments (model, backend: pytorch, the point's options) + triton_config
     tensorrt_llm/1/model.py       tensorrtllm: the release's own model (and helpers.py), copied from its source
                                   tree (`triton_backend/all_models/llmapi/tensorrt_llm/1/`); hf: trtsweep's
-                                  transformers model with the same tensors (templates/triton/tensorrt_llm_llmapi_hf)
+                                  transformers model with the same tensors (triton/templates/tensorrt_llm_llmapi_hf)
 
 config.pbtxt: generated from the release's recorded llmapi tensors (llmapi/args/<release>.json `llmapi_model`)
 when trtsweep has them; otherwise the release's own config.pbtxt from its source tree, unchanged. Either way
@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.llmapi import args
+from trtsweep.toolchain.llmapi import args
 
 MODEL = "tensorrt_llm"
 SOURCE_SUBDIR = Path("triton_backend") / "all_models" / "llmapi" / "tensorrt_llm"
@@ -119,7 +119,7 @@ def render(spec: LlmapiRepo) -> dict[str, str]:
         raise TrtsweepError(f"backend: expected hf or tensorrtllm, got {spec.backend!r}")
     files = {f"{MODEL}/1/model.yaml": yaml.safe_dump(model_yaml(spec), sort_keys=True, default_flow_style=False)}
     if spec.backend == "hf":
-        code = resources.files("trtsweep") / "templates" / "triton" / HF_TEMPLATE / "model.py"
+        code = resources.files("trtsweep.triton") / "templates" / HF_TEMPLATE / "model.py"
         files[f"{MODEL}/1/model.py"] = code.read_text(encoding="utf-8")
         files[f"{MODEL}/config.pbtxt"] = generated_config(spec.release, spec)
     else:

@@ -1,7 +1,7 @@
 """Generate and check a Triton model repository of the `inflight_batcher_llm` layout.
 
 `render()` turns one dict of repository parameters into files (`<model>/config.pbtxt`, `<model>/1/model.py`)
-from the project's Jinja2 templates under `trtsweep/templates/triton/`. `write()` writes only files whose
+from the project's Jinja2 templates under `trtsweep/triton/templates/`. `write()` writes only files whose
 content changed and reports a unified diff per file. `check()` refuses a repository in which any
 placeholder is left, any `config.pbtxt` does not parse with Triton's ModelConfig protobuf schema, or an
 ensemble step reads a tensor that nothing produces.
@@ -9,7 +9,7 @@ ensemble step reads a tensor that nothing produces.
 Two backends serve the `tensorrt_llm` model behind the same preprocessing / postprocessing / ensemble
 (and optional `tensorrt_llm_bls`) models:
 
-- `hf`: transformers in Triton's python backend (`templates/triton/tensorrt_llm_hf/`), for CPU runs;
+- `hf`: transformers in Triton's python backend (`src/trtsweep/triton/templates/tensorrt_llm_hf/`), for CPU runs;
 - `tensorrtllm`: the TensorRT-LLM C++ backend serving a `trtllm-build` engine; its config follows the
   TensorRT-LLM version given as `trtllm_version` (facts in `trtsweep.triton.versions`).
 
@@ -62,8 +62,8 @@ from typing import Any
 
 import jinja2
 
+from trtsweep.common.fileio import atomic_write_text
 from trtsweep.errors import TrtsweepError
-from trtsweep.fileio import atomic_write_text
 from trtsweep.triton import interface, versions
 from trtsweep.triton.versions import VersionFacts
 
@@ -521,7 +521,7 @@ def _context(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def _environment() -> jinja2.Environment:
-    root = resources.files("trtsweep") / "templates" / "triton"
+    root = resources.files("trtsweep.triton") / "templates"
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(root)),
         undefined=jinja2.StrictUndefined,
@@ -539,7 +539,7 @@ def render(params: dict[str, Any]) -> dict[str, str]:
     resolved = resolve(params)
     context = _context(resolved)
     env = _environment()
-    root = resources.files("trtsweep") / "templates" / "triton"
+    root = resources.files("trtsweep.triton") / "templates"
     models = dict(MODELS[resolved["backend"]])
     if resolved["bls"]:
         models[BLS_MODEL[0]] = BLS_MODEL[1]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from trtsweep.fileio import atomic_write_text
+from trtsweep.common.fileio import atomic_write_text
 
 CONFIG = """name: "{name}"
 backend: "python"

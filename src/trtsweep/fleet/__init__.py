@@ -1,0 +1,15 @@
+"""The fleet: hosts and their facts, placement into lanes, the run's plan, bootstrap, the run lock, the heartbeat,
+point records and resume.
+
+May import: trtsweep.errors, trtsweep.common, trtsweep.hub, trtsweep.toolchain, trtsweep.sweep.
+"""
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """Names of the old `trtsweep.fleet` module (now `trtsweep.fleet.runplan`),
+    for scripts written before the move."""
+    from trtsweep._moved import forward
+
+    return forward(__name__, "runplan", name)

@@ -1,0 +1,74 @@
+"""The fleet as the inventory describes it, for `trtsweep plan -i` (no host is contacted).
+
+Hosts of the group `trtsweep_hosts` (and its children), read with `ansible-inventory --list`; their GPUs are
+the declared `trtsweep_gpus` (discovery happens only when the sweep runs), ports the host's
+`trtsweep_triton_*_port` and `trtsweep_port_stride`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.fleet.hostfacts import declared_gpus
+from trtsweep.fleet.placement import DEFAULT_PORT_STRIDE, DEFAULT_PORTS
+
+GROUP = "trtsweep_hosts"
+
+
+def _ansible_inventory() -> str:
+    sibling = Path(sys.executable).parent / "ansible-inventory"
+    found = str(sibling) if sibling.exists() else shutil.which("ansible-inventory")
+    if not found:
+        raise TrtsweepError("ansible-inventory not found (install ansible-core)")
+    return found
+
+
+def read(inventory: str) -> dict[str, Any]:
+    proc = subprocess.run([_ansible_inventory(), "-i", inventory, "--list"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        raise TrtsweepError(f"inventory {inventory}: {lines[-1] if lines else 'ansible-inventory failed'}")
+    return json.loads(proc.stdout)
+
+
+def group_hosts(data: dict[str, Any], group: str = GROUP) -> list[str]:
+    entry = data.get(group, {})
+    hosts = list(entry.get("hosts", []))
+    for child in entry.get("children", []):
+        hosts += [h for h in group_hosts(data, child) if h not in hosts]
+    return hosts
+
+
+def _port(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def planning_hosts(inventory: str, assumed_gpus: int | None = None) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """(host name -> facts for placement, notes on assumptions made)."""
+    data = read(inventory)
+    hostvars = data.get("_meta", {}).get("hostvars", {})
+    names = group_hosts(data)
+    if not names:
+        raise TrtsweepError(f"inventory {inventory}: the group {GROUP} has no hosts")
+    hosts, notes = {}, []
+    for name in names:
+        v = hostvars.get(name, {})
+        if v.get("trtsweep_gpus") is not None:
+            gpus = declared_gpus(v["trtsweep_gpus"])
+        else:
+            gpus = declared_gpus(assumed_gpus or 0)
+            notes.append(f"note: {name} declares no trtsweep_gpus; planned with {assumed_gpus or 0} (--gpus N)")
+        hosts[name] = {
+            "gpus": gpus,
+            "busy_gpus": [],
+            "ports": {r: _port(v.get(f"trtsweep_triton_{r}_port"), p) for r, p in DEFAULT_PORTS.items()},
+            "port_stride": _port(v.get("trtsweep_port_stride"), DEFAULT_PORT_STRIDE),
+            "problems": [],
+        }
+    return hosts, notes

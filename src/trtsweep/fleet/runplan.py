@@ -1,0 +1,144 @@
+"""One run of a sweep over the fleet: the plan (resume, then placement) and the run's outcome.
+
+`make_plan` is what the sweep's plan play (module `trtsweep_plan`) and `trtsweep plan -i` call:
+
+1. expand the sweep into points (`planning.expand`);
+2. keep the points an earlier run completed with the same settings (`status.select`; force / only);
+3. place the rest on the hosts that passed preflight (`placement.place`); a point that fits only hosts
+   with problems is failed at stage preflight with their problems as the cause, a point that fits no
+   host of the inventory at all fails the plan;
+4. write `results/<sweep>/plan.json` (run id, points with host / GPUs / ports / order, lanes, kept points).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import secrets
+from pathlib import Path
+from typing import Any
+
+from trtsweep.common.fileio import atomic_write_text
+from trtsweep.fleet import placement, status
+from trtsweep.sweep import promptcheck
+from trtsweep.sweep.planning import default_base_dir, expand
+
+PLAN_FILE = "plan.json"
+# host inventory variables a lane (one inventory host per lane, see sweep.yml) takes from its host
+LANE_VAR_PREFIXES = ("trtsweep_", "hf_download_", "quantize_", "trtllm_build_", "triton_repo_", "triton_serve_",
+                     "llm_perf_")  # fmt: skip
+LANE_CONNECTION_VARS = (
+    "ansible_host", "ansible_port", "ansible_user", "ansible_connection", "ansible_password",
+    "ansible_ssh_private_key_file", "ansible_private_key_file", "ansible_ssh_common_args", "ansible_ssh_extra_args",
+    "ansible_ssh_args", "ansible_ssh_pipelining", "ansible_become", "ansible_become_user", "ansible_become_method",
+    "ansible_become_password", "ansible_python_interpreter",
+)  # fmt: skip
+NOT_COPIED = (
+    "trtsweep_sweep",
+    "trtsweep_sweep_templates",
+    "trtsweep_loaded",
+    "trtsweep_prepare_sweep",
+    "trtsweep_plan",
+    "trtsweep_lane",
+    "trtsweep_run_id",
+    "trtsweep_run_lease_file",  # a group variable of every lane, made of the lane's own trtsweep_run_id
+)
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def make_plan(
+    sweep: Any,
+    hosts: dict[str, dict[str, Any]],
+    results_root: Path,
+    force: bool = False,
+    only: str | None = None,
+    write: bool = True,
+    base_dir: Path | None = None,
+) -> dict[str, Any]:
+    """`hosts`: name -> {gpus, busy_gpus, ports, port_stride, problems}; `base_dir`: where relative input_data
+    paths are (planning.expand). Returns the plan (see module doc)."""
+    points = expand(sweep, base_dir)
+    mode = points[0]["placement_mode"] if points else "exclusive"
+    results_dir = results_root / sweep["name"]
+    to_run, kept, left_out = status.select(points, results_dir, force, only, status.commits_now(hosts))
+    # prompts over a point's max_input_len fail the plan; deferred to the host without a tokenizer here
+    prompt_checks = promptcheck.plan_checks(to_run, default_base_dir() if base_dir is None else base_dir)
+    every = [placement.host_from_facts(name, facts) for name, facts in hosts.items()]
+    # a point no host of the inventory can take is a mistake in the sweep or the inventory: stop here
+    placement.check_fit(to_run, every)
+    healthy = [h for h in every if not hosts[h.name].get("problems")]
+    placeable = [p for p in to_run if any(h.fits(p["resources"]) for h in healthy)]
+    unplaced = []
+    for point in to_run:
+        if point in placeable:
+            continue
+        troubled = [h.name for h in every if h.fits(point["resources"])]
+        causes = "; ".join(f"{name}: {' / '.join(hosts[name]['problems'])}" for name in troubled)
+        unplaced.append({"point": point["id"], "cause": f"every host that fits it failed preflight: {causes}"})
+    placed = placement.place(placeable, healthy, mode) if placeable else {"points": [], "lanes": []}
+    plan = {
+        "sweep": sweep["name"],
+        "run_id": new_run_id(),
+        "created_at": now(),
+        "mode": mode,
+        "results_dir": str(results_dir),
+        "points": placed["points"],
+        "lanes": placed["lanes"],
+        "kept": kept,
+        "left_out": left_out,
+        "unplaced": unplaced,
+        "prompt_checks": prompt_checks,
+        "hosts": hosts,
+    }
+    if write:
+        atomic_write_text(results_dir / PLAN_FILE, json.dumps(plan, indent=2) + "\n")
+        for entry in unplaced:
+            point = next(p for p in to_run if p["id"] == entry["point"])
+            status.begin(results_dir, point, plan["run_id"], plan["created_at"])
+            status.finish(results_dir, point["id"], plan["run_id"], status="failed", stage="preflight",
+                          cause=entry["cause"], finished_at=now())  # fmt: skip
+    return plan
+
+
+def lane_host(lane: dict[str, Any], host_vars: dict[str, Any], groups: list[str]) -> dict[str, Any]:
+    """add_host arguments for one lane: the host's connection and trtsweep settings, the lane's groups."""
+    # names first: reading a value renders it, and the sweep's own variable must never be rendered
+    names = [
+        k for k in host_vars if (k in LANE_CONNECTION_VARS or k.startswith(LANE_VAR_PREFIXES)) and k not in NOT_COPIED
+    ]
+    copied = {k: host_vars[k] for k in names}
+    copied.setdefault("ansible_host", host_vars.get("ansible_host", lane["host"]))
+    return {
+        **copied,
+        "name": lane["name"],
+        "groups": sorted({*groups, "trtsweep_lanes"} - {"all", "ungrouped", "trtsweep_hosts"}),
+        "trtsweep_lane": lane,
+    }
+
+
+def plan_text(plan: dict[str, Any]) -> str:
+    """The placement as a table: host, lane, GPUs, ports, order, point."""
+    rows = [("host", "lane", "gpus", "ports (http/grpc/metrics)", "#", "point")]
+    for lane in plan["lanes"]:
+        ports = "/".join(str(lane["ports"][r]) for r in placement.PORT_ROLES)
+        gpus = ",".join(str(g) for g in lane["gpus"]) or "cpu"
+        for order, point_id in enumerate(lane["points"]):
+            rows.append((lane["host"], str(lane["index"]), gpus, ports, str(order), point_id))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    for name, outcome in plan.get("prompt_checks", {}).items():
+        lines.append(f"prompt lengths of {name}: {outcome}")
+    for name in plan["kept"]:
+        lines.append(f"kept (complete from an earlier run with the same settings): {name}")
+    for name in plan["left_out"]:
+        lines.append(f"left out (not matched by trtsweep_only): {name}")
+    for entry in plan["unplaced"]:
+        lines.append(f"failed at preflight: {entry['point']}: {entry['cause']}")
+    return "\n".join(lines)

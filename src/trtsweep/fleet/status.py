@@ -1,0 +1,251 @@
+"""Point status records on the controller, and what a rerun has to do (resume).
+
+Every point ends with `results/<sweep>/<point>/status.json`:
+
+    {"point": id, "status": "ok" | "failed" | "lost" | "running", "stage": the stage reached or failed,
+     "cause": one line, "log_tail": [...], "stages": {stage: seconds}, "host", "lane", "gpus", "ports",
+     "colocated", "run_id", "settings_hash", "trtsweep": {version, build}, "started_at", "finished_at"}
+
+"running" is written on the controller when a point starts; a point still "running" after the run play is
+*lost* (its host went away). A rerun skips points whose record is "ok" with the same settings hash (the
+resolved point, its model revision, its prompts file's content hash and the trtsweep version) and reruns failed,
+lost, missing or changed ones.
+
+An ok record also holds `model_commit`: the commit its model revision resolved to on its host (repository.json's
+`model_revision`). A revision that is not a commit (a branch or tag; none means `main`) can move: the prepare play
+asks every host which commit it names now (`fleet_prepare`, one hub call per model, the cache's ref offline), and a
+record whose commit is not the one a host names now is rerun. When no host could tell (hub unreachable, no cached
+ref), the record is kept: nothing shows that it changed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import shutil
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from trtsweep import __version__
+from trtsweep.common.fileio import atomic_write_text
+from trtsweep.errors import TrtsweepError
+from trtsweep.fleet.release import describe
+from trtsweep.hub.download import is_commit, ref_key
+from trtsweep.toolchain.versions import canonical
+
+STATUS_FILE = "status.json"
+STAGES = ("preflight", "download", "quantize", "build", "repository", "serve", "benchmark")
+FINAL = ("ok", "failed", "lost")
+# set by placement, not part of what the point measures
+# where and how the point is run and checked, not what it measures
+PLACEMENT_KEYS = frozenset(
+    {"host", "lane", "gpus", "visible_devices", "ports", "order", "colocated", "weight", "prompt_check"}
+)
+# the files an "ok" point must have on the controller to be skipped on a rerun
+RESULT_FILES = ("llm_perf.summary.json",)
+
+
+def settings_hash(point: dict[str, Any]) -> str:
+    """What the point measures: its resolved settings (not where it ran; with the model revision it names and its
+    prompts file's content hash, `input_data_sha256`) and the trtsweep version. TensorRT-LLM versions are hashed as
+    releases (`1.2`, `1.2.0` and `v1.2.0` hash alike). The exact build (a hash of trtsweep's files) is recorded
+    beside it, not hashed: a rerun after an edit that leaves the version alone keeps complete points
+    (-e trtsweep_force=true redoes them). The chat template is the `benchmark.chat_template` setting plus the
+    tokenizer's own template, which is part of the model's files: a pinned commit never changes it, and a moving
+    revision is rerun when its commit moves (`model_moved`)."""
+    settings = {k: v for k, v in point.items() if k not in PLACEMENT_KEYS}
+    for section in ("trtllm", "triton"):
+        versioned = settings.get(section) or {}
+        key = "version" if section == "trtllm" else "trtllm_version"
+        if isinstance(versioned.get(key), str):
+            settings[section] = {**versioned, key: canonical(versioned[key])}
+    blob = json.dumps({"point": settings, "trtsweep": __version__}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def commits_now(hosts: dict[str, dict[str, Any]]) -> dict[str, set[str]]:
+    """`repo_id@revision` -> the commits the hosts' prepare step resolved it to now (fleet_prepare's
+    `model_commits`); a ref no host could resolve is absent."""
+    found: dict[str, set[str]] = {}
+    for facts in hosts.values():
+        for ref, commit in (facts.get("model_commits") or {}).items():
+            if commit:
+                found.setdefault(ref, set()).add(commit)
+    return found
+
+
+def model_moved(record: dict[str, Any], point: dict[str, Any], commits: dict[str, set[str]]) -> bool:
+    """Whether the point's moving model revision names another commit now than the one its record measured. A commit
+    revision never moves; a ref no host resolved now is taken as unmoved (nothing shows it changed)."""
+    revision = point["model"].get("revision")
+    if is_commit(revision):
+        return False
+    now = commits.get(ref_key(point["model"]["repo_id"], revision), set())
+    return bool(now - {record.get("model_commit")})
+
+
+def read(results_dir: Path, point_id: str) -> dict[str, Any] | None:
+    path = results_dir / point_id / STATUS_FILE
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise TrtsweepError(f"{path}: unreadable status record ({exc}); remove it to rerun the point") from exc
+    return data if isinstance(data, dict) else None
+
+
+def is_complete(results_dir: Path, point: dict[str, Any], commits: dict[str, set[str]] | None = None) -> bool:
+    """An ok record of the same settings, with its results, whose model revision names the same commit now
+    (`commits`: see `commits_now`)."""
+    record = read(results_dir, point["id"])
+    return (
+        record is not None
+        and record.get("status") == "ok"
+        and record.get("settings_hash") == settings_hash(point)
+        and not model_moved(record, point, commits or {})
+        and all((results_dir / point["id"] / name).is_file() for name in RESULT_FILES)
+    )
+
+
+def select(
+    points: list[dict[str, Any]],
+    results_dir: Path,
+    force: bool = False,
+    only: str | None = None,
+    commits: dict[str, set[str]] | None = None,
+) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """(points to run, ids kept from an earlier run, ids left out by `only`)."""
+    run, kept, left_out = [], [], []
+    for point in points:
+        if only and not any(fnmatch.fnmatchcase(point["id"], g.strip()) for g in only.split(",") if g.strip()):
+            left_out.append(point["id"])
+        elif not force and is_complete(results_dir, point, commits):
+            kept.append(point["id"])
+        else:
+            run.append(point)
+    return run, kept, left_out
+
+
+def model_commit(results_dir: Path, point_id: str) -> str | None:
+    """The commit the point's model resolved to on its host, as its fetched repository.json records it."""
+    try:
+        recorded = json.loads((results_dir / point_id / "repository.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    commit = recorded.get("model_revision") if isinstance(recorded, dict) else None
+    return commit if isinstance(commit, str) else None
+
+
+def unpack(results_dir: Path, point_id: str, archive: Path) -> int:
+    """Extract a point's fetched results archive (a tar of its host results directory) into
+    `results_dir/<point>/` and remove the archive; return the number of files. Only plain files and directories
+    below the point's directory are taken (a member that would land elsewhere fails in one line)."""
+    dest = (results_dir / point_id).resolve()
+    count = 0
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            target = (dest / member.name).resolve()
+            if not (member.isfile() or member.isdir()) or not target.is_relative_to(dest):
+                raise TrtsweepError(f"{archive}: member {member.name!r} is not a file below the point's results")
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            source = tar.extractfile(member)
+            assert source is not None  # a regular file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with source, open(target, "wb") as out:
+                shutil.copyfileobj(source, out)
+            count += 1
+    archive.unlink()
+    return count
+
+
+def write(results_dir: Path, record: dict[str, Any]) -> Path:
+    path = results_dir / record["point"] / STATUS_FILE
+    atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def begin(results_dir: Path, point: dict[str, Any], run_id: str, started_at: str) -> dict[str, Any]:
+    """Clear the point's controller directory (nothing of an earlier run may pass as this one's) and
+    record it as running."""
+    point_dir = results_dir / point["id"]
+    if point_dir.exists():
+        shutil.rmtree(point_dir)
+    record = {
+        "point": point["id"],
+        "status": "running",
+        "stage": STAGES[0],
+        "cause": None,
+        "log_tail": [],
+        "stages": {},
+        "host": point.get("host"),
+        "lane": point.get("lane"),
+        "gpus": point.get("gpus", []),
+        "ports": point.get("ports", {}),
+        "colocated": point.get("colocated", False),
+        "run_id": run_id,
+        "settings_hash": settings_hash(point),
+        "trtsweep": describe(),
+        "started_at": started_at,
+        "finished_at": None,
+    }
+    write(results_dir, record)
+    return record
+
+
+def finish(results_dir: Path, point_id: str, run_id: str, **fields: Any) -> dict[str, Any]:
+    """Complete the running record of this run (status ok or failed, stage, cause, log tail, stage seconds)."""
+    record = read(results_dir, point_id)
+    if record is None or record.get("run_id") != run_id:
+        raise TrtsweepError(
+            f"{results_dir / point_id / STATUS_FILE}: not started by run {run_id} "
+            f"(found run {record.get('run_id') if record else None}); refusing to mix runs"
+        )
+    if fields.get("status") not in ("ok", "failed"):
+        raise TrtsweepError(f"point status must be ok or failed, got {fields.get('status')!r}")
+    record.update(fields)
+    write(results_dir, record)
+    return record
+
+
+def outcome(
+    results_dir: Path,
+    planned: list[dict[str, Any]],
+    run_id: str,
+    lost_reasons: dict[str, str],
+    last_stages: dict[str, str] | None = None,
+) -> list[dict]:
+    """Final status of every point planned in this run; a point this run started but never finished is lost.
+
+    `lost_reasons`: host -> why it went away, `last_stages`: point -> the stage it was last seen in (both from
+    the run's events), used for the lost points' cause.
+    """
+    records = []
+    for point in planned:
+        record = read(results_dir, point["id"])
+        if record is not None and record.get("run_id") == run_id and record.get("status") in ("ok", "failed"):
+            records.append(record)
+            continue
+        started = record is not None and record.get("run_id") == run_id
+        reason = lost_reasons.get(point["host"]) or f"host {point['host']} stopped running the sweep"
+        stage = (last_stages or {}).get(point["id"]) or record.get("stage") if started and record else None
+        cause = f"{reason} (during stage {stage})" if stage else f"{reason} (before the point started)"
+        lost = {
+            **(record if started and record else {}),
+            "point": point["id"],
+            "status": "lost",
+            "stage": stage,
+            "cause": cause,
+            "host": point["host"],
+            "lane": point.get("lane"),
+            "gpus": point.get("gpus", []),
+            "run_id": run_id,
+            "settings_hash": settings_hash(point),
+        }
+        write(results_dir, lost)
+        records.append(lost)
+    return records

@@ -1,1 +1,0 @@
-"""TensorRT-LLM's PyTorch flow (1.0+): LLM API options, `trtllm-serve`, ModelOpt quantization, checked per release."""

@@ -1,0 +1,125 @@
+"""`trtsweep compare results/<a> results/<b>`: two sweeps side by side (say the same matrix on two TensorRT-LLM
+versions, or two GPU types), configuration by configuration and load level by load level.
+
+Rows are matched by point id and concurrency; for each headline number it shows a, b and the change b vs a,
+marked better or worse by the number's direction (throughput and accuracy up, latency down) and highlighted when
+it moves by `THRESHOLD` or more. Points only one sweep has are listed; each sweep's verdict is quoted.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.report import results_table, verdict
+from trtsweep.sweep.slo import check as slo_check
+
+# (label, results.csv column, higher is better)
+METRICS = (
+    ("out tok/s", "output_token_throughput", True),
+    ("out tok/s/GPU", "output_tok_s_per_gpu", True),
+    ("TTFT p99 ms", "ttft_p99_ms", False),
+    ("TPOT p99 ms", "tpot_p99_ms", False),
+    ("E2E p99 ms", "e2e_p99_ms", False),
+    ("success", "success_rate", True),
+    ("rougeL", "rougeL", True),
+)
+THRESHOLD = 0.05
+
+
+def _sweep(results_dir: Path) -> tuple[dict[tuple[str, Any], dict[str, Any]], list[str]]:
+    if not results_dir.is_dir():
+        raise TrtsweepError(f"{results_dir}: no such results directory")
+    slo_file = results_dir / "slo.json"
+    slo = slo_check(json.loads(slo_file.read_text())) if slo_file.is_file() else {}
+    rows = results_table.collect(results_dir, slo)
+    if not rows:
+        raise TrtsweepError(f"{results_dir}: no measured point (llm_perf.summary.json) to compare")
+    return {(r["point"], r["concurrency"]): r for r in rows}, verdict.summary_lines(verdict.judge(rows, slo))[:1]
+
+
+def change(a: Any, b: Any, higher_better: bool) -> tuple[float | None, str]:
+    """(relative change b vs a, "better" / "worse" / "same" / "") of one number."""
+    if a is None or b is None or a == 0:
+        return None, ""
+    delta = (b - a) / abs(a)
+    if abs(delta) < 1e-12:
+        return 0.0, "same"
+    return delta, "better" if (delta > 0) == higher_better else "worse"
+
+
+def compare(a_dir: Path, b_dir: Path) -> dict[str, Any]:
+    a, a_verdict = _sweep(a_dir)
+    b, b_verdict = _sweep(b_dir)
+    rows = []
+    for key in sorted(set(a) & set(b), key=lambda k: (k[0], k[1] or 0)):
+        cells = []
+        for label, column, higher in METRICS:
+            delta, sense = change(a[key][column], b[key][column], higher)
+            cells.append({"label": label, "column": column, "a": a[key][column], "b": b[key][column],
+                          "delta": delta, "sense": sense})  # fmt: skip
+        rows.append({"point": key[0], "concurrency": key[1], "cells": cells})
+    only = {"a": sorted({k[0] for k in a} - {k[0] for k in b}), "b": sorted({k[0] for k in b} - {k[0] for k in a})}
+    return {"a": str(a_dir), "b": str(b_dir), "rows": rows, "only": only, "verdicts": {"a": a_verdict, "b": b_verdict}}
+
+
+def _num(value: Any) -> str:
+    return "-" if value is None else f"{value:.3g}" if isinstance(value, float) and abs(value) < 10 else f"{value:.1f}"
+
+
+def _pct(delta: float | None) -> str:
+    return "" if delta is None else f"{delta * 100:+.1f}%"
+
+
+def text(result: dict[str, Any]) -> str:
+    lines = []
+    for side in ("a", "b"):
+        lines += [f"{side}: {result[side]}", *(f"   {line}" for line in result["verdicts"][side])]
+    lines.append("")
+    for row in result["rows"]:
+        marks = []
+        for c in row["cells"]:
+            flag = "!" if c["delta"] is not None and abs(c["delta"]) >= THRESHOLD else ""
+            marks.append(f"{c['label']} {_num(c['a'])} -> {_num(c['b'])} {_pct(c['delta'])}{flag}".rstrip())
+        lines.append(f"{row['point']} c={row['concurrency']}: " + "; ".join(marks))
+    for side in ("a", "b"):
+        if result["only"][side]:
+            lines.append(f"only in {side}: {', '.join(result['only'][side])}")
+    lines.append(f"(! = moved by {THRESHOLD:.0%} or more)")
+    return "\n".join(lines)
+
+
+def page(result: dict[str, Any]) -> str:
+    head = "".join(f'<th colspan="3">{html.escape(label)}</th>' for label, _, _ in METRICS)
+    sub = "<th>a</th><th>b</th><th>change</th>" * len(METRICS)
+    body = []
+    for row in result["rows"]:
+        cells = []
+        for c in row["cells"]:
+            strong = c["delta"] is not None and abs(c["delta"]) >= THRESHOLD
+            css = f"{c['sense']}{' strong' if strong else ''}"
+            cells.append(f"<td>{_num(c['a'])}</td><td>{_num(c['b'])}</td>"
+                         f'<td class="{css}" data-column="{c["column"]}">{_pct(c["delta"])}</td>')  # fmt: skip
+        body.append(f'<tr><td class="text">{html.escape(row["point"])}</td><td>{row["concurrency"]}</td>'
+                    f"{''.join(cells)}</tr>")  # fmt: skip
+    only = "".join(f"<p>only in {side}: {html.escape(', '.join(result['only'][side]))}</p>"
+                   for side in ("a", "b") if result["only"][side])  # fmt: skip
+    verdicts = "".join(
+        f"<p><b>{side}</b> {html.escape(result[side])}: {html.escape(' '.join(result['verdicts'][side]))}</p>"
+        for side in ("a", "b")
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>trtsweep compare</title><style>
+body {{ font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #1d232b; }}
+table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; }}
+th, td {{ border: 1px solid #d0d7de; padding: 3px 7px; text-align: right; }} th {{ background: #f3f5f7; }}
+td.text {{ text-align: left; }} td.better {{ color: #1a7f37; }} td.worse {{ color: #b42318; }}
+td.strong {{ font-weight: 700; }} td.better.strong {{ background: #e6f4ea; }} td.worse.strong {{ background: #fdecea; }}
+</style></head><body><h1>trtsweep compare</h1>{verdicts}
+<p>change = b vs a; green better, red worse; bold and shaded: {THRESHOLD:.0%} or more.</p>
+<table><tr><th rowspan="2">point</th><th rowspan="2">concurrency</th>{head}</tr><tr>{sub}</tr>{"".join(body)}</table>
+{only}</body></html>
+"""

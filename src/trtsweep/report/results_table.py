@@ -1,0 +1,180 @@
+"""`results/<sweep>/results.{csv,json}`: one row per (point, load level) with everything a comparison needs.
+
+Each row joins what the controller fetched for the point: its settings (`point.json`), where and with what it ran
+(`status.json`, `repository.json`, the server log's version line) and the level's summary
+(`llm_perf.summary.json`): every latency percentile, token throughput (total, per GPU, per user), tokens per
+request, success, errors by class and abandoned requests by cause, accuracy, the server's request count and queue /
+compute time per request (deltas of its metrics over the level), and goodput under the sweep's SLOs (counted from
+the per-request rows, `llm_perf.requests.jsonl`). A value nobody measured is empty, never 0.
+
+Two columns say whether a row's numbers can be trusted at all: `point_status` (the point's status record: only an
+"ok" point's levels are candidates for the verdict) and `server_identity_error` (llm-perf's --expect-server-id
+check found another server, or none, before or after the level: its numbers are not the point's server's).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from trtsweep.common.fileio import atomic_write_text
+
+LATENCIES = ("ttft", "tpot", "icl", "e2e")
+STATS = ("mean", "p50", "p90", "p95", "p99")
+# config: the point's configuration whatever flow and server measure it (the id less its flow/server part)
+SETTINGS = ("model", "model_revision", "backend", "flow", "server", "config", "precision", "tp", "pp", "world_size",
+            "max_batch_size", "max_input_len", "max_output_len", "streaming", "protocol")  # fmt: skip
+OWN = ("model", "model_revision", "protocol", "flow", "server", "config")  # not copied from point.json as they are
+WHERE = ("host", "gpus", "gpu_ids", "run_id", "settings_hash", "trtsweep", "trtsweep_build", "tensorrt_llm", "triton")
+TRUST = ("point_status", "server_identity_error")
+LOAD = ("concurrency", "requests", "succeeded", "failed", "success_rate", "errors", "abandoned")
+THROUGHPUT = ("request_throughput", "output_token_throughput", "input_token_throughput", "output_tok_s_per_gpu",
+              "input_tok_s_per_gpu", "output_tok_s_per_user", "output_tokens_mean", "input_tokens_mean", "goodput",
+              "good_fraction", "window_s")  # fmt: skip
+ACCURACY = ("rougeL", "rouge1", "rouge2", "bleu", "chrf", "exact", "contains", "corpus_bleu", "corpus_chrf")
+COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT,
+           *(f"{m}_{s}_ms" for m in LATENCIES for s in STATS), *ACCURACY, "accuracy_n",
+           "server_requests", "server_queue_ms", "server_compute_ms", "server_batch_mean",
+           "server_kv_used_max")  # fmt: skip
+SLO_LATENCIES = {"ttft_p99_ms": "ttft_ms", "tpot_p99_ms": "tpot_ms", "e2e_p99_ms": "e2e_ms"}
+_VERSION = re.compile(r"^\|\s*server_version\s*\|\s*(\S+)", re.MULTILINE)
+
+
+def cell(value: Any) -> str:
+    """How a value is written in results.csv, and shown in the report's tables (the same text)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _triton_version(log: Path) -> str | None:
+    try:
+        with log.open(encoding="utf-8", errors="replace") as handle:
+            match = _VERSION.search(handle.read(200_000))
+    except OSError:
+        return None
+    return match.group(1) if match else None
+
+
+def _good(requests_file: Path, level: int, slo: dict[str, float]) -> int | None:
+    """Measured requests of a level that succeeded within every latency SLO (None without the request rows)."""
+    limits = {column: slo[key] for key, column in SLO_LATENCIES.items() if key in slo}
+    if not requests_file.is_file():
+        return None
+    good = 0
+    with requests_file.open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            if row.get("level") != level or row.get("warmup") or row.get("error"):
+                continue
+            good += all(row.get(column) is not None and row[column] <= limit for column, limit in limits.items())
+    return good
+
+
+def _point_columns(point_dir: Path, point: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    repo = _read(point_dir / "repository.json") or {}
+    gpus = status.get("gpus") or []
+    built = status.get("trtsweep") or {}
+    return {
+        "point": point_dir.name,
+        "model": point.get("model", {}).get("repo_id"),
+        "model_revision": repo.get("model_revision") or point.get("model", {}).get("revision"),
+        **{key: point.get(key) for key in SETTINGS if key not in OWN},
+        # points of runs before the pytorch flow are engine-flow points served by Triton
+        "flow": point.get("flow", "engine"),
+        "server": point.get("server", "triton"),
+        "config": point.get("config", point_dir.name),
+        "protocol": "openai" if point.get("server") == "trtllm-serve" else point.get("benchmark", {}).get("protocol"),
+        "host": status.get("host"),
+        "gpus": len(gpus),
+        "gpu_ids": ",".join(str(g) for g in gpus),
+        "run_id": status.get("run_id"),
+        "settings_hash": status.get("settings_hash"),
+        "trtsweep": built.get("version"),
+        "trtsweep_build": built.get("build"),
+        "tensorrt_llm": (point.get("trtllm") or {}).get("version"),
+        "triton": _triton_version(point_dir / "triton_server.log"),
+        "point_status": status.get("status"),
+    }
+
+
+def _level_columns(summary: dict[str, Any], gpus: int) -> dict[str, Any]:
+    requests = summary.get("requests") or 0
+    out: dict[str, Any] = {key: summary.get(key) for key in ("requests", "succeeded", "failed", *THROUGHPUT[:3])}
+    out["window_s"] = summary.get("window_s")
+    out["server_identity_error"] = (summary.get("server_identity") or {}).get("error")
+    out["success_rate"] = summary.get("succeeded", 0) / requests if requests else None
+    for counts in ("errors", "abandoned"):  # by class / cause: "timeout=2;connection=1"
+        out[counts] = ";".join(f"{k}={v}" for k, v in sorted((summary.get(counts) or {}).items()))
+    for side in ("output", "input"):  # per GPU: a CPU point (no GPU) is counted per host
+        tok_s = summary.get(f"{side}_token_throughput")
+        out[f"{side}_tok_s_per_gpu"] = tok_s / max(gpus, 1) if tok_s is not None else None
+    tpot = (summary.get("tpot_ms") or {}).get("p50")
+    out["output_tok_s_per_user"] = 1000.0 / tpot if tpot else None
+    out["output_tokens_mean"] = (summary.get("output_tokens") or {}).get("mean")
+    # input tokens are summed over the successful requests, and null without a tokenizer (unknown, never 0)
+    input_total, succeeded = summary.get("input_tokens_total"), summary.get("succeeded")
+    out["input_tokens_mean"] = input_total / succeeded if input_total is not None and succeeded else None
+    for metric in LATENCIES:
+        stats = summary.get(f"{metric}_ms") or {}
+        out.update({f"{metric}_{s}_ms": stats.get(s) for s in STATS})
+    accuracy = summary.get("accuracy") or {}
+    out.update({name: accuracy.get(name) for name in ACCURACY})
+    out["accuracy_n"] = summary.get("accuracy_n")
+    server = summary.get("server_metrics") or {}
+    per_model = server.get("per_model") or {}
+    model = per_model.get("ensemble") or per_model.get("tensorrt_llm") or {}
+    iterations = server.get("iteration_stats") or {}  # trtllm-serve
+    # the server's count over the level (a delta, warm-up included)
+    out["server_requests"] = model.get("requests", iterations.get("completed_requests"))
+    out["server_queue_ms"] = model.get("queue_ms_per_request", iterations.get("queue_ms_per_request"))
+    out["server_compute_ms"] = model.get("compute_ms_per_request")
+    out["server_batch_mean"] = iterations.get("batch_mean")  # requests scheduled per iteration
+    out["server_kv_used_max"] = iterations.get("kv_used_fraction_max")
+    return out
+
+
+def collect(results_dir: Path, slo: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One row per (point, level) of every point with a benchmark summary, by point id then concurrency."""
+    rows = []
+    for summary_file in sorted(results_dir.glob("*/llm_perf.summary.json")):
+        point_dir = summary_file.parent
+        data = _read(summary_file) or {}
+        point = _read(point_dir / "point.json") or {}
+        status = _read(point_dir / "status.json") or {}
+        base = _point_columns(point_dir, point, status)
+        for index, level in enumerate(data.get("levels", [])):
+            summary = level.get("summary", {})
+            row = {**base, "concurrency": level.get("concurrency"), **_level_columns(summary, base["gpus"])}
+            if slo and summary.get("window_s"):
+                good = _good(point_dir / "llm_perf.requests.jsonl", index, slo)
+                row["goodput"] = good / summary["window_s"] if good is not None else None
+                row["good_fraction"] = good / summary["requests"] if good is not None and summary["requests"] else None
+            rows.append({column: row.get(column) for column in COLUMNS})
+    return rows
+
+
+def write(results_dir: Path, rows: Iterable[dict[str, Any]]) -> None:
+    rows = list(rows)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(COLUMNS)
+    writer.writerows([cell(row[c]) for c in COLUMNS] for row in rows)
+    atomic_write_text(results_dir / "results.csv", buffer.getvalue())
+    atomic_write_text(results_dir / "results.json", json.dumps({"columns": COLUMNS, "rows": rows}, indent=1) + "\n")

@@ -1,0 +1,118 @@
+"""Prompts longer than a point's max_input_len, counted with the model's tokenizer, before anything is spent.
+
+A prompt over the engine's limit is refused by the server after the engine was built (or, without a limit,
+computed for minutes and timed out on). The plan counts every prompt as llm-perf will send it (the chat
+template applied when the benchmark asks for it, special tokens included) with the model's tokenizer when
+the controller already has it (a hub cache or the demo model; nothing is downloaded while planning);
+otherwise the point's check is deferred to its host, right after the download stage
+(module trtsweep_prompt_check).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from trtsweep.errors import TrtsweepError
+
+TOKENIZER_FILES = ["tokenizer*", "special_tokens_map.json", "config.json", "*.model", "*.tiktoken", "*.jinja",
+                   "vocab*", "merges.txt", "added_tokens.json", "generation_config.json"]  # fmt: skip
+DEMO_REPO_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+@cache
+def longest_prompt(input_data: str, tokenizer_dir: str, chat_template: bool) -> tuple[int, int]:
+    """(token count, line) of the longest prompt of `input_data` as llm-perf sends it.
+
+    Counted in a child process: transformers (and torch) must not load inside an Ansible module, whose
+    sys.intern patch breaks torch, nor stay loaded in the planning process.
+    """
+    argv = [sys.executable, "-m", "trtsweep.sweep.promptcheck", input_data, tokenizer_dir, str(chat_template)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise TrtsweepError(lines[-1] if lines else f"counting the prompts of {input_data} failed")
+    tokens, line = json.loads(done.stdout)
+    return tokens, line
+
+
+def _count(input_data: str, tokenizer_dir: str, chat_template: bool) -> tuple[int, int]:
+    from trtsweep.perf.benchmark import Tokenizer
+    from trtsweep.perf.dataset import load_jsonl
+
+    tokenizer = Tokenizer(tokenizer_dir)
+    longest = (0, 0)
+    for record in load_jsonl(Path(input_data)):
+        if chat_template:
+            prompt = tokenizer.chat(record.as_messages())
+        else:
+            prompt = record.input if record.input is not None else "\n".join(m["content"] for m in record.as_messages())
+        tokens = len(tokenizer.hf(prompt, add_special_tokens=not chat_template)["input_ids"])
+        longest = max(longest, (tokens, record.lineno))
+    return longest
+
+
+def check(input_data: str, tokenizer_dir: str, max_input_len: int, chat_template: bool, point: str) -> int:
+    """The longest prompt's token count; a one-line error naming the file and line when it is over the limit."""
+    tokens, line = longest_prompt(input_data, tokenizer_dir, chat_template)
+    if tokens > max_input_len:
+        raise TrtsweepError(
+            f"{input_data}:{line}: the prompt is {tokens} tokens with the model's tokenizer, more than"
+            f" max_input_len {max_input_len} of point {point} (shorten it, drop it, or raise lengths[].input)"
+        )
+    return tokens
+
+
+def local_tokenizer(model: dict[str, Any]) -> str | None:
+    """A directory holding the model's tokenizer on this machine, found without downloading anything."""
+    from huggingface_hub import snapshot_download
+
+    from trtsweep.common.paths import cache_dir
+
+    trtsweep_cache = cache_dir()
+    if model["repo_id"] == DEMO_REPO_ID and model.get("revision") is None:
+        demo = trtsweep_cache / "models" / "SmolLM2-135M-Instruct"
+        if (demo / "tokenizer_config.json").exists():
+            return str(demo)
+    for hub in (None, str(trtsweep_cache / "hf-hub")):
+        with contextlib.suppress(Exception):  # not in this cache (any error of the hub library means: not here)
+            path = snapshot_download(model["repo_id"], revision=model.get("revision"), cache_dir=hub,
+                                     local_files_only=True, allow_patterns=TOKENIZER_FILES)  # fmt: skip
+            if any(Path(path).glob("tokenizer*")):
+                return str(path)
+    return None
+
+
+def plan_checks(points: list[dict[str, Any]], base_dir: Path) -> dict[str, str]:
+    """Check every point whose tokenizer is on this machine; point id -> 'checked: ...' or 'deferred: ...'.
+
+    Raises on the first prompt over a point's limit. Sets `prompt_check` ('checked' / 'deferred') on each point.
+    """
+    outcome: dict[str, str] = {}
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    for point in points:
+        bench = point["benchmark"]
+        data = Path(bench["input_data"])
+        data = data if data.is_absolute() else base_dir / data
+        tokenizer = local_tokenizer(point["model"])
+        if tokenizer is None:
+            point["prompt_check"] = "deferred"
+            outcome[point["id"]] = "deferred to the host (the model's tokenizer is not on the controller)"
+            continue
+        tokens = check(str(data), tokenizer, point["max_input_len"], bool(bench.get("chat_template")), point["id"])
+        point["prompt_check"] = "checked"
+        outcome[point["id"]] = f"checked: longest prompt {tokens} tokens <= max_input_len {point['max_input_len']}"
+    return outcome
+
+
+if __name__ == "__main__":
+    try:
+        print(json.dumps(_count(sys.argv[1], sys.argv[2], sys.argv[3] == "True")))
+    except TrtsweepError as exc:
+        sys.exit(f"{exc}")

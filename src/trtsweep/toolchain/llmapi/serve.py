@@ -1,0 +1,54 @@
+"""The `trtllm-serve` command of a PyTorch-flow point (OpenAI-compatible server), checked per release.
+
+Argument list only (never a shell string): `trtllm-serve <model> --backend pytorch --host H --port P
+--tp_size N --pp_size M [--ep_size E] --extra_llm_api_options <options.yaml> [--log_level L]`. The options file
+(options.build) carries the rest of the LLM API settings and wins over the command-line values where both set
+one, as trtllm-serve merges it last; tp/pp are given on both so the command says what it serves. Every option
+is checked against the click options of `trtllm-serve serve` in the release's table (args.table()['serve']).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.toolchain.llmapi import args
+
+
+@dataclass(frozen=True)
+class ServeSpec:
+    model: str  # HF model directory or pre-quantized ModelOpt checkpoint
+    options_file: str
+    port: int
+    host: str = "127.0.0.1"
+    tp: int = 1
+    pp: int = 1
+    ep: int | None = None
+    log_level: str | None = None
+    executable: str = "trtllm-serve"
+
+
+def _option(release: str, options: dict[str, dict[str, object]], flag: str, value: object) -> list[str]:
+    spec = options.get(flag)
+    if spec is None:
+        raise TrtsweepError(f"trtllm-serve of TensorRT-LLM {release} has no option {flag}")
+    choices = spec.get("choices")
+    if isinstance(choices, list) and value not in choices:
+        raise TrtsweepError(f"trtllm-serve {flag}: expected one of {', '.join(map(str, choices))}, got {value!r}")
+    return [flag, str(value)]
+
+
+def argv(release: str, spec: ServeSpec) -> list[str]:
+    options = args.table(release)["serve"]["options"]
+    out = [spec.executable, spec.model]
+    out += _option(release, options, "--backend", "pytorch")
+    out += _option(release, options, "--host", spec.host)
+    out += _option(release, options, "--port", spec.port)
+    out += _option(release, options, "--tp_size", spec.tp)
+    out += _option(release, options, "--pp_size", spec.pp)
+    if spec.ep is not None:
+        out += _option(release, options, "--ep_size", spec.ep)
+    if spec.log_level is not None:
+        out += _option(release, options, "--log_level", spec.log_level)
+    out += _option(release, options, "--extra_llm_api_options", spec.options_file)
+    return out

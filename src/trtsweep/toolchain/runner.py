@@ -1,0 +1,165 @@
+"""Running the build tools: natively (given python / trtllm-build paths) or in the TRT-LLM container with
+the docker CLI (``docker run --rm`` of an image, or ``docker exec`` into a running container).
+
+The tool's output goes to a log file (headed by the command line), never to the caller's stdout. The tool
+runs in its own process group (a timeout kills the whole tree) and dies with its caller: SIGTERM, SIGINT or
+SIGHUP to the caller kills the group, and the kernel kills the tool if the caller is killed outright
+(PR_SET_PDEATHSIG). A ``docker run`` container left by a killed earlier run of the same artifact is removed
+before the step starts again (the caller holds the artifact's lock, so no live run owns it).
+Secrets (HF_TOKEN) travel by environment only: into the child's environment natively, as ``-e HF_TOKEN``
+(the name, docker reads the value from its own environment) for a container; their values are refused
+in an argv and scrubbed from the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtsweep.common.mounts import container_volumes
+from trtsweep.common.procs import die_with_parent
+from trtsweep.errors import TrtsweepError
+
+KINDS = ("native", "container")
+SECRET_ENV = ("HF_TOKEN",)
+MASK = "***"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Where the tools run. ``trtllm_dir``: the TensorRT-LLM checkout holding ``examples/`` as the tools see
+    it (inside the container for ``container``). ``container``: a running container to ``docker exec``
+    into (its paths must match the host's); else ``image`` is run with ``docker run --rm``, the paths it
+    needs mounted at the same place. ``env``: environment variable names passed into the container."""
+
+    kind: str = "native"
+    python: str = "python3"
+    trtllm_build: str = "trtllm-build"
+    trtllm_dir: str = ""
+    docker: str = "docker"
+    image: str | None = None
+    container: str | None = None
+    gpus: str = "all"
+    mounts: tuple[str, ...] = ()
+    env: tuple[str, ...] = SECRET_ENV
+    timeout_s: float | None = None
+
+    def script(self, relative: str) -> str:
+        """An example script's path from the TensorRT-LLM checkout."""
+        if not self.trtllm_dir:
+            raise TrtsweepError(f"trtllm_dir: the TensorRT-LLM checkout (holding {relative}) is not set")
+        return str(Path(self.trtllm_dir) / relative)
+
+    def wrap(self, inner: Sequence[str], paths: Iterable[str], name: str) -> list[str]:
+        """``inner`` as this runtime runs it; ``paths`` are mounted for ``docker run``, named ``name``."""
+        if self.kind not in KINDS:
+            raise TrtsweepError(f"runtime {self.kind!r}: expected one of {KINDS}")
+        if self.kind == "native":
+            return list(inner)
+        env = [arg for var in self.env for arg in ("-e", var)]
+        if self.container:
+            return [self.docker, "exec", *env, self.container, *inner]
+        if not self.image:
+            raise TrtsweepError("runtime container: set container_image (docker run) or container_name (docker exec)")
+        volumes = container_volumes([p for p in [*paths, *self.mounts] if p])
+        return [
+            self.docker, "run", "--rm", "--name", name, "--gpus", self.gpus, "--ipc=host", "--ulimit", "memlock=-1",
+            "--ulimit", "stack=67108864", *volumes, *env, self.image, *inner,
+        ]  # fmt: skip
+
+
+def _secrets(env: Mapping[str, str]) -> list[str]:
+    return [env[name] for name in SECRET_ENV if env.get(name)]
+
+
+def _scrub(log_file: Path, secrets: Sequence[str]) -> None:
+    if not secrets:
+        return
+    text = log_file.read_text(encoding="utf-8", errors="replace")
+    clean = text
+    for secret in secrets:
+        clean = clean.replace(secret, MASK)
+    if clean != text:
+        log_file.write_text(clean, encoding="utf-8")
+
+
+def _last_line(log_file: Path) -> str:
+    lines = [ln.strip() for ln in log_file.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+class _Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """While the tool runs, SIGTERM/SIGINT/SIGHUP to this process raise `_Interrupted` (main thread only)."""
+    names = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+    def handler(signum: int, _frame: object) -> None:
+        raise _Interrupted(signum)
+
+    try:
+        previous = {sig: signal.signal(sig, handler) for sig in names}
+    except ValueError:  # not the main thread: leave signal handling alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _remove_stale_container(runtime: Runtime, name: str | None) -> None:
+    if runtime.kind == "container" and not runtime.container and name:
+        subprocess.run([runtime.docker, "rm", "-f", name], capture_output=True, timeout=60, check=False)
+
+
+def run(
+    argv: Sequence[str], log_file: Path, *, tool: str, runtime: Runtime, extra_env: Mapping[str, str] | None = None,
+    name: str | None = None, keep_fds: Sequence[int] = (),
+) -> float:  # fmt: skip
+    """Run ``argv`` with its output in ``log_file``; returns the seconds it took. A failure, a timeout, a signal
+    or a secret in ``argv`` is a TrtsweepError naming the tool, its last log line and the log. ``keep_fds``
+    are inherited by the tool (the artifact lock)."""
+    env = {**os.environ, **(extra_env or {})}
+    secrets = _secrets(env)
+    if any(secret in arg for secret in secrets for arg in argv):
+        raise TrtsweepError(f"{tool}: a command line holds the value of {'/'.join(SECRET_ENV)}; pass it by environment")
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_container(runtime, name)
+    start = time.monotonic()
+    with log_file.open("w", encoding="utf-8") as log, _signals_interrupt():
+        log.write(f"# {shlex.join(argv)}\n")
+        log.flush()
+        me = os.getpid()
+        try:
+            proc = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=env, start_new_session=True, pass_fds=tuple(keep_fds),
+                                    preexec_fn=lambda: die_with_parent(me))  # fmt: skip
+        except OSError as exc:
+            raise TrtsweepError(f"{tool}: cannot start {argv[0]} ({exc.strerror})") from None
+        try:
+            rc = proc.wait(timeout=runtime.timeout_s)
+        except (subprocess.TimeoutExpired, _Interrupted) as exc:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            _remove_stale_container(runtime, name)
+            _scrub(log_file, secrets)
+            why = f"stopped by {exc}" if isinstance(exc, _Interrupted) else f"timed out after {runtime.timeout_s:g} s"
+            raise TrtsweepError(f"{tool} {why}; log: {log_file}") from None
+    _scrub(log_file, secrets)
+    if rc != 0:
+        raise TrtsweepError(f"{tool} failed (exit status {rc}): {_last_line(log_file)}; log: {log_file}")
+    return round(time.monotonic() - start, 3)
