@@ -13,6 +13,7 @@ from pathlib import Path
 
 from trtsweep.perf.paced import write_paced_model
 from trtsweep.serve import server
+from trtsweep.serve.spec import ServerSpec
 
 
 def free_ports(count: int) -> list[int]:
@@ -26,12 +27,12 @@ def free_ports(count: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def paced_triton(first_ms: float, gap_ms: float) -> Iterator[server.ServerSpec]:
+def paced_triton(first_ms: float, gap_ms: float) -> Iterator[ServerSpec]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         write_paced_model(work / "repo", "paced", first_ms, gap_ms, decoupled=True)
         http, grpc, metrics = free_ports(3)
-        spec = server.ServerSpec(model_repository=work / "repo", log_file=work / "triton.log", http_port=http,
+        spec = ServerSpec(model_repository=work / "repo", log_file=work / "triton.log", http_port=http,
                                  grpc_port=grpc, metrics_port=metrics)  # fmt: skip
         previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout`, kill: still stop the server
         state = server.start(spec, work / "state.json")

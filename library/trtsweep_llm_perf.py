@@ -174,12 +174,14 @@ def main():
     ok = (0, 3)  # 3: a level measured nothing (said below, with the files)
     if module.params["server_state_file"]:
         from trtsweep.serve import server
+        from trtsweep.serve.logs import log_tail
+        from trtsweep.serve.spec import ServerState
 
         state_file = Path(module.params["server_state_file"])
         watched = server.run_while_served(argv, state_file)
         if watched.server_gone:
-            log = Path(server.ServerState.load(state_file).log_file)
-            module.fail_json(msg=f"benchmark stopped: {watched.server_gone}", cmd=argv, details=server.log_tail(log))
+            log = Path(ServerState.load(state_file).log_file)
+            module.fail_json(msg=f"benchmark stopped: {watched.server_gone}", cmd=argv, details=log_tail(log))
         fail_on_status(module, argv, watched.returncode, watched.stderr, ok)
         stdout = watched.stdout
     else:

@@ -28,14 +28,11 @@ description:
     its exit status. With C(lease_file) the server lives only while the run renews the lease; the supervisor
     stops it (TERM, KILL after a grace period, its python-backend stubs with it) when the file is older than
     C(lease_ttl) seconds, so an interrupted or cut-off run leaves no server behind.
-  - C(state=renewed) renews the lease, fails when the server is no longer running (with its exit status or
-    signal, the supervisor's reason and the log tail), and reports whether the async job writing
-    C(results_file) has finished (for a loop that waits on a benchmark while keeping its server alive).
 options:
   state:
     description: Start (and wait for readiness) or stop.
     type: str
-    choices: [started, stopped, renewed]
+    choices: [started, stopped]
     default: started
   state_file:
     description: JSON file describing the started server.
@@ -94,10 +91,9 @@ options:
     type: path
   lease_file:
     description:
-      - The run's lease (C(state=started), C(state=renewed)); unset, the server runs until stopped.
+      - The run's lease (C(state=started)); unset, the server runs until stopped.
     type: path
   lease_ttl: {type: float, default: 20, description: "Seconds without renewal after which the server is stopped."}
-  results_file: {type: path, description: "C(state=renewed): an async job's results file (its C(results_file))."}
   openai:
     description:
       - Serve with the PyTorch flow's OpenAI-compatible server instead of Triton (C(trtsweep.serve.openai_server)),
@@ -129,18 +125,7 @@ EXAMPLES = r"""
     log_file: /srv/results/p1/triton_server.log
     grpc_port: 8001
 
-- name: Keep the server alive while an async benchmark runs; fail if the server died
-  trtsweep_triton_server:
-    state: renewed
-    state_file: /srv/points/p1/triton_server.json
-    lease_file: /srv/points/p1/server.lease
-    results_file: "{{ benchmark_job.results_file }}"
-  register: wait
-  until: wait is failed or wait.finished
-  retries: 3600
-  delay: 2
-
-- name: Stop Triton
+- name: Stop it
   trtsweep_triton_server:
     state: stopped
     state_file: /srv/points/p1/triton_server.json
@@ -177,11 +162,14 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.trtsweep_common import require_trtsweep, run_or_fail
 
 
-def _spec(module, server):
+def _spec(module):
+    from trtsweep.serve.openai_server import OpenAIServe
+    from trtsweep.serve.spec import ContainerSpec, ServerSpec
+
     p = module.params
     if not p["model_repository"] or not p["log_file"]:
         module.fail_json(msg="state=started needs model_repository and log_file")
-    spec = server.ServerSpec(
+    spec = ServerSpec(
         model_repository=Path(p["model_repository"]),
         log_file=Path(p["log_file"]),
         runtime=p["runtime"],
@@ -198,7 +186,7 @@ def _spec(module, server):
     if p["openai"]:  # the PyTorch flow's trtllm-serve (or the hf backend's counterpart): it serves a checkpoint
         o = p["openai"]
         spec.model_repository = Path(o["model"])
-        spec.openai = server.OpenAIServe(
+        spec.openai = OpenAIServe(
             backend=o["backend"], release=o["release"], model=Path(o["model"]), options_file=Path(o["options_file"]),
             served_dir=Path(o["served_dir"]), tp=o["tp"], pp=o["pp"], ep=o["ep"], executable=o["executable"],
         )  # fmt: skip
@@ -208,7 +196,7 @@ def _spec(module, server):
     if p["runtime"] == "container":
         if not p["container_image"]:
             module.fail_json(msg="runtime=container needs container_image")
-        spec.container = server.ContainerSpec(
+        spec.container = ContainerSpec(
             image=p["container_image"],
             name=p["container_name"] or f"trtsweep-{p['http_port']}",
             docker=p["docker"],
@@ -219,24 +207,32 @@ def _spec(module, server):
     return spec
 
 
-def _running(server, state_file):
+def _running(state_file):
     """The server the state file names, if it is still running."""
+    from trtsweep.serve.server import is_running
+    from trtsweep.serve.spec import ServerState
+
     if not state_file.exists():
         return None
-    old = server.ServerState.load(state_file)
-    return old if server.is_running(old) else None
+    old = ServerState.load(state_file)
+    return old if is_running(old) else None
 
 
-def _started(module, server):
+def _started(module):
+    from trtsweep.serve import server
+    from trtsweep.serve.command import build_command
+    from trtsweep.serve.identity import adoption_differences
+    from trtsweep.serve.probes import check_world_size
+
     p = module.params
     state_file = Path(p["state_file"])
-    spec = _spec(module, server)
-    old = _running(server, state_file)
+    spec = _spec(module)
+    old = _running(state_file)
     replaced = ""
     if old is not None:
         if not spec.model_repository.is_dir():
             module.fail_json(msg=f"model repository {spec.model_repository} does not exist")
-        differences = run_or_fail(module, server.adoption_differences, old, spec)
+        differences = run_or_fail(module, adoption_differences, old, spec)
         if not differences:
             module.exit_json(changed=False, pid=old.pid, argv=old.argv, server_id=old.server_id, replaced=False,
                              msg="already running")  # fmt: skip
@@ -245,9 +241,9 @@ def _started(module, server):
             module.exit_json(changed=True, pid=old.pid, argv=old.argv, replaced=True, msg=replaced)
         run_or_fail(module, server.stop, old)
         module.warn(replaced)
-    run_or_fail(module, server.check_world_size, spec, Path(p["engine_dir"]) if p["engine_dir"] else None)
+    run_or_fail(module, check_world_size, spec, Path(p["engine_dir"]) if p["engine_dir"] else None)
     if module.check_mode:
-        argv, _ = run_or_fail(module, server.build_command, spec)
+        argv, _ = run_or_fail(module, build_command, spec)
         module.exit_json(changed=True, argv=argv, replaced=False, msg="would start")
     state = run_or_fail(module, server.start, spec, state_file)
     ready = run_or_fail(module, server.wait_ready, state, p["ready_timeout"])
@@ -255,40 +251,14 @@ def _started(module, server):
                      ready_after_s=round(ready, 3), replaced=bool(replaced), msg=replaced or "started")  # fmt: skip
 
 
-def _job_finished(results_file):
-    """An Ansible async job is finished once its results file holds its module's result (no `started`)."""
-    import json
+def _stopped(module):
+    from trtsweep.serve import server
+    from trtsweep.serve.spec import ServerState
 
-    try:
-        return "started" not in json.loads(Path(results_file).read_text())
-    except (OSError, ValueError):
-        return False
-
-
-def _renewed(module, server):
-    from trtsweep.serve import supervisor
-
-    p = module.params
-    state_file = Path(p["state_file"])
-    if not state_file.exists():
-        module.fail_json(msg=f"no server state file {state_file}: the server was never started or already stopped")
-    state = server.ServerState.load(state_file)
-    if p["lease_file"]:
-        supervisor.renew(Path(p["lease_file"]))
-    why = server.gone(state)
-    if why is not None:
-        module.fail_json(
-            msg=why, exit=server.exit_record(state_file, wait_s=0), details=server.log_tail(Path(state.log_file))
-        )
-    module.exit_json(changed=False, finished=bool(p["results_file"]) and _job_finished(p["results_file"]),
-                     pid=state.pid, msg="renewed")  # fmt: skip
-
-
-def _stopped(module, server):
     state_file = Path(module.params["state_file"])
     if not state_file.exists():
         module.exit_json(changed=False, msg="no server state file")
-    state = server.ServerState.load(state_file)
+    state = ServerState.load(state_file)
     running = server.is_running(state)
     if module.check_mode:
         module.exit_json(changed=running, pid=state.pid, msg="would stop" if running else "not running")
@@ -301,7 +271,7 @@ def _stopped(module, server):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "state": {"type": "str", "choices": ["started", "stopped", "renewed"], "default": "started"},
+            "state": {"type": "str", "choices": ["started", "stopped"], "default": "started"},
             "state_file": {"type": "path", "required": True},
             "model_repository": {"type": "path"},
             "runtime": {"type": "str", "choices": ["local", "native", "container"], "default": "local"},
@@ -327,7 +297,6 @@ def main():
             "cache_dir": {"type": "path"},
             "lease_file": {"type": "path"},
             "lease_ttl": {"type": "float", "default": 20.0},
-            "results_file": {"type": "path"},
             "openai": {
                 "type": "dict",
                 "options": {
@@ -346,9 +315,7 @@ def main():
         supports_check_mode=True,
     )
     require_trtsweep(module)
-    from trtsweep.serve import server
-
-    {"started": _started, "stopped": _stopped, "renewed": _renewed}[module.params["state"]](module, server)
+    {"started": _started, "stopped": _stopped}[module.params["state"]](module)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import pytest
 from trtsweep.common.paths import cache_dir
 from trtsweep.hub.demo_model import DemoModel, materialize
 from trtsweep.serve import server
+from trtsweep.serve.spec import ServerSpec, ServerState
 from trtsweep.triton import repository
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,9 +59,9 @@ def demo_model() -> DemoModel:
     return materialize(cache_dir())
 
 
-def start_server(repo: Path, workdir: Path) -> tuple[server.ServerState, server.ServerSpec]:
+def start_server(repo: Path, workdir: Path) -> tuple[ServerState, ServerSpec]:
     http, grpc, metrics = free_ports(3)
-    spec = server.ServerSpec(
+    spec = ServerSpec(
         model_repository=repo,
         log_file=workdir / "triton.log",
         http_port=http,
@@ -79,7 +80,7 @@ def hf_repo(out: Path, model_dir: Path, **params: object) -> Path:
 
 
 @contextmanager
-def served(repo: Path, workdir: Path) -> Iterator[server.ServerSpec]:
+def served(repo: Path, workdir: Path) -> Iterator[ServerSpec]:
     """A real Triton server on the repository, stopped (and checked gone) at the end."""
     state, spec = start_server(repo, workdir)
     try:
@@ -90,7 +91,7 @@ def served(repo: Path, workdir: Path) -> Iterator[server.ServerSpec]:
 
 
 @pytest.fixture(scope="session")
-def hf_server(demo_model: DemoModel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[server.ServerSpec]:
+def hf_server(demo_model: DemoModel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerSpec]:
     """The demo model behind the real Triton server (decoupled ensemble), stopped at the end."""
     work = tmp_path_factory.mktemp("hf_server")
     repo = hf_repo(work / "repo", demo_model.hf_dir, triton_max_batch_size=4)

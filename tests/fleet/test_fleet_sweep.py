@@ -31,9 +31,10 @@ import yaml
 
 from tests.conftest import ROOT
 from tests.fleet.testbed import TestBed, ansible_bin, ansible_env
+from trtsweep.common.procs import start_ticks
 from trtsweep.fleet.release import wheel_build_id
 from trtsweep.hub.demo_model import DemoModel
-from trtsweep.serve.server import ServerState, start_ticks
+from trtsweep.serve.spec import ServerState
 
 SMOL = "models--HuggingFaceTB--SmolLM2-135M-Instruct"
 COPY_REPO = "trtsweep-test/smol-copy"
@@ -174,7 +175,7 @@ def wait_server_gone(host, server: ServerState) -> float:
     probe = ["ip", "netns", "exec", host.namespace, sys.executable, "-c",
              "import sys; from trtsweep.serve.server import busy_ports; "
              f"sys.exit(1 if busy_ports('127.0.0.1', {server.ports!r}) else 0)"]  # fmt: skip
-    while start_ticks(server.pid) == server.start_ticks or subprocess.run(probe, check=False).returncode != 0:
+    while start_ticks(server.pid) == start_ticks or subprocess.run(probe, check=False).returncode != 0:
         assert time.monotonic() - cut < limit, f"{host.name}'s server pid {server.pid} outlived the run"
         time.sleep(0.5)
     return time.monotonic() - cut
@@ -344,7 +345,7 @@ def test_the_best_point_is_handed_off_deployed_to_a_host_and_passes_its_smoke_te
             "-c",
             "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/v2/health/ready', timeout=5)",
         ]
-        assert subprocess.run(probe, check=False).returncode == 0 and start_ticks(server.pid) == server.start_ticks
+        assert subprocess.run(probe, check=False).returncode == 0 and start_ticks(server.pid) == start_ticks
         second = handoff_playbook(fleet, bundle, "h3")
         assert second.returncode == 0, second.stdout[-6000:]
         recap = next(line for line in second.stdout.splitlines() if line.startswith("h3 "))

@@ -24,7 +24,8 @@ import yaml
 from tests.conftest import ROOT, free_ports
 from tests.integration.test_sweep_playbook import run_ok, stdout
 from trtsweep.handoff.bundle import write_bundle
-from trtsweep.serve.server import ServerState, stop
+from trtsweep.serve.server import stop
+from trtsweep.serve.spec import ServerState
 
 CONFIG = "smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream"
 VARIANTS = {

@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import ROOT, free_ports
 from trtsweep.serve import server
+from trtsweep.serve.spec import ServerState
 
 
 @pytest.mark.e2e
@@ -33,4 +34,4 @@ def test_molecule_scenario(scenario, tmp_path):
         assert "idempotence: Executed: Successful" in proc.stdout + proc.stderr
     finally:
         for state_file in tmp_path.rglob("triton_server.json"):  # a failed run must not leave a server
-            server.stop(server.ServerState.load(state_file))
+            server.stop(ServerState.load(state_file))

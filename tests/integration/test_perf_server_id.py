@@ -21,12 +21,13 @@ from trtsweep.perf.benchmark import BenchmarkConfig, run
 from trtsweep.perf.paced import write_paced_model
 from trtsweep.perf.protocols import Endpoint
 from trtsweep.serve import server
+from trtsweep.serve.spec import ServerSpec, ServerState
 
 WRONG = "trtsweep-0000000000000000"
 
 
 @pytest.fixture(scope="module")
-def paced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[server.ServerState, server.ServerSpec]]:
+def paced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerState, ServerSpec]]:
     work = tmp_path_factory.mktemp("paced_id")
     write_paced_model(work / "repo", "paced", 5.0, 1.0)
     state, spec = start_server(work / "repo", work)
@@ -55,7 +56,7 @@ def levels(tmp_path: Path) -> list[dict]:
     return json.loads((tmp_path / "perf.summary.json").read_text())["levels"]
 
 
-def port_of(spec: server.ServerSpec, protocol: str) -> int:
+def port_of(spec: ServerSpec, protocol: str) -> int:
     return spec.grpc_port if protocol == "grpc" else spec.http_port
 
 

@@ -13,13 +13,14 @@ from trtsweep.perf.benchmark import BenchmarkConfig, run
 from trtsweep.perf.paced import write_paced_model
 from trtsweep.perf.protocols import Endpoint
 from trtsweep.serve import server
+from trtsweep.serve.spec import ServerSpec
 
 FIRST_MS, GAP_MS, TOKENS = 100.0, 20.0, 10
 E2E_MS = FIRST_MS + GAP_MS * (TOKENS - 1)
 
 
 @pytest.fixture(scope="module")
-def paced_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[server.ServerSpec]:
+def paced_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerSpec]:
     work = tmp_path_factory.mktemp("paced")
     write_paced_model(work / "repo", "paced", FIRST_MS, GAP_MS, decoupled=True)
     write_paced_model(work / "repo", "paced_unary", FIRST_MS, GAP_MS, decoupled=False)

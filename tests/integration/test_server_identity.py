@@ -23,8 +23,12 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tests.conftest import ROOT, free_ports
 from tests.integration.test_server_lifecycle import model_repo, spec_for
+from trtsweep.common.procs import start_ticks
 from trtsweep.errors import TrtsweepError
 from trtsweep.serve import server
+from trtsweep.serve.identity import adoption_differences, identity_problem, repository_hash
+from trtsweep.serve.probes import Answer, busy_ports, grpc_answer
+from trtsweep.serve.spec import ServerState
 
 OTHER = "someone-else"
 
@@ -90,12 +94,12 @@ def test_every_start_gets_its_own_id_and_ready_means_our_id_answers(tmp_path):
         server.wait_ready(state, 120)
         assert state.server_id.startswith("trtsweep-") and len(state.server_id) == len("trtsweep-") + 16
         assert f"--id={state.server_id}" in state.argv
-        saved = server.ServerState.load(tmp_path / "state.json")
+        saved = ServerState.load(tmp_path / "state.json")
         assert saved.server_id == state.server_id
-        assert saved.repository_hash == server.repository_hash(spec.model_repository)
+        assert saved.repository_hash == repository_hash(spec.model_repository)
         assert metadata_name(spec.http_port) == state.server_id
-        assert server.grpc_answer("127.0.0.1", spec.grpc_port) == server.Answer("grpc", spec.grpc_port, state.server_id)
-        assert server.identity_problem(state) is None
+        assert grpc_answer("127.0.0.1", spec.grpc_port) == Answer("grpc", spec.grpc_port, state.server_id)
+        assert identity_problem(state) is None
     finally:
         server.stop(state)
     second = server.start(spec, tmp_path / "state.json")
@@ -148,9 +152,9 @@ def test_grpc_port_answered_by_another_server_fails_too(tmp_path):
     a sleeping process for ours)."""
     http, grpc_port, metrics = free_ports(3)
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
-    ticks = server.start_ticks(proc.pid)
+    ticks = start_ticks(proc.pid)
     assert ticks is not None
-    state = server.ServerState(
+    state = ServerState(
         pid=proc.pid, start_ticks=ticks, argv=["sleep"], ports={"http": http, "grpc": grpc_port, "metrics": metrics},
         bind_address="127.0.0.1", health_url=f"http://127.0.0.1:{http}/v2/health/ready",
         log_file=str(tmp_path / "log"), server_id="trtsweep-ours",
@@ -165,10 +169,7 @@ def test_grpc_port_answered_by_another_server_fails_too(tmp_path):
             servicer.name = "trtsweep-ours"
             server.wait_ready(state, 30)  # both answer with our id: ready
             servicer.name = OTHER
-            assert (
-                server.identity_problem(state)
-                == f"grpc port {grpc_port} answers with id '{OTHER}', not 'trtsweep-ours'"
-            )
+            assert identity_problem(state) == f"grpc port {grpc_port} answers with id '{OTHER}', not 'trtsweep-ours'"
             with pytest.raises(TrtsweepError) as err:
                 server.wait_ready(state, 30)
         assert str(err.value).startswith(
@@ -188,25 +189,25 @@ def test_adoption_needs_the_same_command_repository_and_identity(tmp_path):
     state = server.start(spec, tmp_path / "state.json")
     try:
         server.wait_ready(state, 120)
-        assert server.adoption_differences(state, spec) == []
+        assert adoption_differences(state, spec) == []
         verbose = spec_for(spec.model_repository, tmp_path)
         verbose.http_port, verbose.grpc_port, verbose.metrics_port = spec.http_port, spec.grpc_port, spec.metrics_port
         verbose.log_verbose = 1
-        assert server.adoption_differences(state, verbose) == [
+        assert adoption_differences(state, verbose) == [
             "command line (was ['--log-verbose=0'], now ['--log-verbose=1'])"
         ]
         gpus = spec_for(spec.model_repository, tmp_path)
         gpus.http_port, gpus.grpc_port, gpus.metrics_port = spec.http_port, spec.grpc_port, spec.metrics_port
         gpus.visible_devices = "0"
-        assert server.adoption_differences(state, gpus) == ["visible_devices (was None, now '0')"]
-        impostor = server.ServerState(**{**state.__dict__, "server_id": "trtsweep-0000000000000000"})
-        assert server.adoption_differences(impostor, spec) == [
+        assert adoption_differences(state, gpus) == ["visible_devices (was None, now '0')"]
+        impostor = ServerState(**{**state.__dict__, "server_id": "trtsweep-0000000000000000"})
+        assert adoption_differences(impostor, spec) == [
             f"server identity: http port {spec.http_port} answers with id '{state.server_id}', "
             "not 'trtsweep-0000000000000000'"
         ]
         with (spec.model_repository / "m" / "1" / "model.py").open("a") as handle:
             handle.write("# edited\n")
-        assert server.adoption_differences(state, spec) == [f"model repository contents ({spec.model_repository})"]
+        assert adoption_differences(state, spec) == [f"model repository contents ({spec.model_repository})"]
     finally:
         server.stop(state)
 
@@ -262,7 +263,7 @@ def test_module_adopts_an_unchanged_server_and_replaces_a_changed_one(tmp_path):
 
         stopped, out = ansible_module(tmp_path, state="stopped", state_file=args["state_file"])
         assert stopped["changed"] is True, out
-        assert server.busy_ports("127.0.0.1", spec.ports()) == {}
+        assert busy_ports("127.0.0.1", spec.ports()) == {}
     finally:
         if (tmp_path / "state.json").exists():
-            server.stop(server.ServerState.load(tmp_path / "state.json"))
+            server.stop(ServerState.load(tmp_path / "state.json"))

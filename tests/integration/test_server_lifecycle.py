@@ -11,6 +11,8 @@ import pytest
 from tests.conftest import free_ports
 from trtsweep.errors import TrtsweepError
 from trtsweep.serve import server
+from trtsweep.serve.probes import busy_ports
+from trtsweep.serve.spec import ServerSpec, ServerState
 
 CONFIG = """
 backend: "python"
@@ -40,9 +42,9 @@ def model_repo(root: Path, init: str = "pass") -> Path:
     return root / "repo"
 
 
-def spec_for(repo: Path, tmp_path: Path) -> server.ServerSpec:
+def spec_for(repo: Path, tmp_path: Path) -> ServerSpec:
     http, grpc, metrics = free_ports(3)
-    return server.ServerSpec(
+    return ServerSpec(
         model_repository=repo, log_file=tmp_path / "log.txt", http_port=http, grpc_port=grpc, metrics_port=metrics
     )
 
@@ -52,14 +54,14 @@ def test_start_ready_stop_frees_ports(tmp_path):
     state = server.start(spec, tmp_path / "state.json")
     try:
         server.wait_ready(state, 120)
-        assert server.ServerState.load(tmp_path / "state.json").pid == state.pid
+        assert ServerState.load(tmp_path / "state.json").pid == state.pid
         with urllib.request.urlopen(f"http://127.0.0.1:{spec.metrics_port}/metrics", timeout=5) as resp:
             assert b"nv_inference_request_success" in resp.read()
         assert "--http-address=127.0.0.1" in state.argv
     finally:
         assert server.stop(state) is True
     assert not server.is_running(state)
-    assert server.busy_ports("127.0.0.1", spec.ports()) == {}
+    assert busy_ports("127.0.0.1", spec.ports()) == {}
     assert server.stop(state) is False  # already gone: nothing is signalled
 
 
@@ -99,4 +101,4 @@ def test_server_not_ready_in_time_is_stopped(tmp_path):
     with pytest.raises(TrtsweepError, match=r"^triton server not ready after 3 s"):
         server.wait_ready(state, 3)
     assert not server.is_running(state)
-    assert server.busy_ports("127.0.0.1", spec.ports()) == {}
+    assert busy_ports("127.0.0.1", spec.ports()) == {}

@@ -21,8 +21,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, free_ports
+from trtsweep.common.procs import start_ticks
 from trtsweep.serve import supervisor
-from trtsweep.serve.server import ServerState, busy_ports, start_ticks
+from trtsweep.serve.probes import busy_ports
+from trtsweep.serve.spec import ServerState
 
 SWEEP = "smollm2-cpu-demo"
 POINT = "smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream"

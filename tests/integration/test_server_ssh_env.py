@@ -3,7 +3,7 @@
 Triton's python backend starts every stub through bash. With SSH_CLIENT set and SHLVL below 2 bash reads
 ~/.bashrc even when not interactive; there conda or pyenv init (here: a test HOME whose .bashrc puts a bare
 system python3 first on PATH) decides which python3 the stub embeds, and the stub loses the venv. The
-server's environment therefore goes without the SSH session variables (server.SSH_SESSION_VARS).
+server's environment therefore goes without the SSH session variables (SSH_SESSION_VARS).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 from tests.integration.test_server_lifecycle import model_repo, spec_for
 from trtsweep.errors import TrtsweepError
 from trtsweep.serve import server
+from trtsweep.serve.spec import ServerSpec
 
 BARE_PYTHON = Path("/usr/bin/python3")
 
@@ -48,7 +49,7 @@ def ssh_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def transformers_model(tmp_path: Path) -> server.ServerSpec:
+def transformers_model(tmp_path: Path) -> ServerSpec:
     spec = spec_for(model_repo(tmp_path, init="import transformers"), tmp_path)
     spec.cache_dir = tmp_path / "cache"
     return spec

@@ -11,7 +11,8 @@ import subprocess
 from pathlib import Path
 
 from trtsweep.common.mounts import closure
-from trtsweep.serve.server import ContainerSpec, ServerSpec, build_command
+from trtsweep.serve.command import build_command
+from trtsweep.serve.spec import ContainerSpec, ServerSpec
 from trtsweep.toolchain.runner import Runtime
 from trtsweep.triton import repository
 

@@ -15,7 +15,11 @@ import yaml
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.report import page
-from trtsweep.serve import openai_server, server
+from trtsweep.serve import openai_server
+from trtsweep.serve.command import build_command
+from trtsweep.serve.identity import adoption_differences, served_hash
+from trtsweep.serve.openai_server import OpenAIServe
+from trtsweep.serve.spec import ContainerSpec, ServerSpec, ServerState
 from trtsweep.sweep.planning import expand
 from trtsweep.toolchain.llmapi import args
 from trtsweep.triton import llmapi, repository
@@ -203,21 +207,21 @@ def test_a_bad_llmapi_repository_is_refused_in_one_line(over, message):
 
 
 # -- trtllm-serve ----------------------------------------------------------------------------------------------
-def openai(tmp_path: Path, backend: str = "tensorrtllm", release: str = "1.2") -> server.ServerSpec:
+def openai(tmp_path: Path, backend: str = "tensorrtllm", release: str = "1.2") -> ServerSpec:
     model = tmp_path / "model"
     model.mkdir(exist_ok=True)
     (model / "config.json").write_text("{}")
     (tmp_path / "options.yml").write_text("max_batch_size: 4\n")
-    serve = server.OpenAIServe(backend=backend, release=release, model=model, options_file=tmp_path / "options.yml",
+    serve = OpenAIServe(backend=backend, release=release, model=model, options_file=tmp_path / "options.yml",
                                served_dir=tmp_path / "served", tp=2, pp=1)  # fmt: skip
-    return server.ServerSpec(model_repository=model, log_file=tmp_path / "serve.log", runtime="native",
+    return ServerSpec(model_repository=model, log_file=tmp_path / "serve.log", runtime="native",
                              http_port=18000, openai=serve)  # fmt: skip
 
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_the_trtllm_serve_command_of_each_release(tmp_path, release):
     spec = openai(tmp_path, release=release)
-    argv, _ = server.build_command(spec, "trtsweep-00ff")
+    argv, _ = build_command(spec, "trtsweep-00ff")
     assert argv[:2] == ["trtllm-serve", str(tmp_path / "served" / "trtsweep-00ff")]
     flags = [a for a in argv[2:] if a.startswith("--")]
     assert set(flags) <= set(args.table(release)["serve"]["options"])
@@ -228,7 +232,7 @@ def test_the_trtllm_serve_command_of_each_release(tmp_path, release):
 
 
 def test_the_hf_backend_runs_trtsweeps_counterpart_with_the_same_arguments(tmp_path):
-    argv, _ = server.build_command(openai(tmp_path, backend="hf"), "trtsweep-1")
+    argv, _ = build_command(openai(tmp_path, backend="hf"), "trtsweep-1")
     assert argv[:4] == [sys.executable, "-m", "trtsweep.serve.hf_openai", str(tmp_path / "served" / "trtsweep-1")]
     assert "--extra_llm_api_options" in argv
 
@@ -237,22 +241,22 @@ def test_each_start_serves_through_a_link_of_its_own_and_adoption_ignores_it(tmp
     spec = openai(tmp_path)
     first = openai_server.link(spec.openai, "trtsweep-aa")
     assert first.is_symlink() and first.resolve() == spec.openai.model.resolve() and first.name == "trtsweep-aa"
-    argv, _ = server.build_command(spec, "trtsweep-aa")
+    argv, _ = build_command(spec, "trtsweep-aa")
     assert argv[1] == str(first)
-    old = server.ServerState(pid=1, start_ticks=1, argv=argv, ports=spec.ports(), bind_address="127.0.0.1",
+    old = ServerState(pid=1, start_ticks=1, argv=argv, ports=spec.ports(), bind_address="127.0.0.1",
                              health_url=spec.health_url(), log_file="l", server_id="trtsweep-aa",
-                             repository_hash=server.served_hash(spec), kind="openai")  # fmt: skip
-    differences = server.adoption_differences(old, spec)
+                             repository_hash=served_hash(spec), kind="openai")  # fmt: skip
+    differences = adoption_differences(old, spec)
     assert all(not d.startswith(("command line", "model repository")) for d in differences), differences
     (tmp_path / "options.yml").write_text("max_batch_size: 8\n")
-    assert any(d.startswith("model repository") for d in server.adoption_differences(old, spec))
+    assert any(d.startswith("model repository") for d in adoption_differences(old, spec))
 
 
 def test_the_container_runtime_mounts_the_checkpoint_options_and_links(tmp_path):
     spec = openai(tmp_path)
     spec.runtime = "container"
-    spec.container = server.ContainerSpec(image="nvcr.io/nvidia/tensorrt-llm/release:1.2.0", name="serve-1")
-    argv, _ = server.build_command(spec, "trtsweep-1")
+    spec.container = ContainerSpec(image="nvcr.io/nvidia/tensorrt-llm/release:1.2.0", name="serve-1")
+    argv, _ = build_command(spec, "trtsweep-1")
     volumes = [argv[i + 1] for i, a in enumerate(argv) if a in ("-v", "--volume")]
     for path in (spec.openai.model, tmp_path, tmp_path / "served"):
         assert any(v.split(":")[0] == str(path.resolve()) for v in volumes), (path, volumes)

@@ -9,16 +9,10 @@ from pathlib import Path
 import pytest
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.serve.server import (
-    SSH_SESSION_VARS,
-    ContainerSpec,
-    ServerSpec,
-    build_command,
-    check_world_size,
-    engine_world_size,
-    repository_hash,
-    strip_server_id,
-)
+from trtsweep.serve.command import SSH_SESSION_VARS, build_command, strip_server_id
+from trtsweep.serve.identity import repository_hash
+from trtsweep.serve.probes import check_world_size, engine_world_size
+from trtsweep.serve.spec import ContainerSpec, ServerSpec
 
 DOUBLES = Path(__file__).resolve().parent.parent / "doubles"
 

@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 
 from tests.conftest import wait_for
+from trtsweep.common.procs import start_ticks
 from trtsweep.serve import supervisor
-from trtsweep.serve.server import ServerState, gone, start_ticks
+from trtsweep.serve.server import gone
+from trtsweep.serve.spec import ServerState
 
 # a "server" that starts a "stub" and both sleep: the stub's pid goes to argv[1]
 SERVER = (

@@ -39,8 +39,9 @@ from trtsweep import __version__
 from trtsweep.common.fileio import atomic_write_text, file_sha256
 from trtsweep.errors import TrtsweepError
 from trtsweep.report import results_table, verdict
+from trtsweep.serve.command import docker_run, launch_argv
 from trtsweep.serve.openai_server import HF_SERVER
-from trtsweep.serve.server import ContainerSpec, ServerSpec, docker_run, launch_argv
+from trtsweep.serve.spec import ContainerSpec, ServerSpec
 from trtsweep.sweep.slo import check as slo_check
 from trtsweep.toolchain.llmapi import serve as llmapi_serve
 

@@ -1,0 +1,148 @@
+"""The server's command line: tritonserver (one per rank under mpirun), trtllm-serve, or either inside the
+container runtime's `docker run`; and the environment it runs with."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from trtsweep.common.mounts import container_volumes, repository_paths
+from trtsweep.errors import TrtsweepError
+from trtsweep.serve import openai_server
+from trtsweep.serve.local_runtime import LocalRuntime
+from trtsweep.serve.spec import RUNTIMES, SERVER_ID_PREFIX, ContainerSpec, ServerSpec
+
+# Left by an SSH session: with SSH_CLIENT (or SSH2_CLIENT) set and SHLVL < 2, bash reads ~/.bashrc even when
+# not interactive, and Triton's python backend starts every stub through bash: a conda/pyenv init there puts
+# another python3 first on PATH and the stub loses the virtualenv. BASH_ENV names a file every bash sources.
+SSH_SESSION_VARS = ("SSH_CLIENT", "SSH2_CLIENT", "SSH_CONNECTION", "SSH_TTY", "BASH_ENV")
+
+
+SHM_PREFIX = re.compile(r"^(--backend-config=python,shm-region-prefix-name=trtsweep)([0-9a-f]+)(r\d+_)$")
+
+
+def _shm_tag(spec: ServerSpec, server_id: str | None) -> str:
+    """Python-backend shared-memory regions are named per start: /dev/shm is one per machine, so a server that
+    loses the port race (or one on another test host of the same machine) must never touch this one's."""
+    return server_id.removeprefix(SERVER_ID_PREFIX) if server_id else str(spec.http_port)
+
+
+def strip_server_id(argv: list[str]) -> list[str]:
+    """The command line without what is per start (`--id=`, the shared-memory tag): what two starts of one
+    setting share."""
+    port = next((a.split("=", 1)[1] for a in argv if a.startswith("--http-port=")), "")
+    return [SHM_PREFIX.sub(rf"\g<1>{port}\g<3>", arg) for arg in argv if not arg.startswith("--id=")]
+
+
+def rank_args(spec: ServerSpec, rank: int, server_id: str | None) -> list[str]:
+    """tritonserver arguments of one rank (as TRT-LLM's launch_triton_server.py arranges them)."""
+    args = [
+        f"--model-repository={spec.model_repository}",
+        f"--http-port={spec.http_port}",
+        f"--grpc-port={spec.grpc_port}",
+        f"--metrics-port={spec.metrics_port}",
+        f"--http-address={spec.bind_address}",
+        f"--grpc-address={spec.bind_address}",
+        f"--metrics-address={spec.bind_address}",
+        "--disable-auto-complete-config",
+        # every rank, and every server start on the machine, needs its own python-backend shared-memory regions
+        f"--backend-config=python,shm-region-prefix-name=trtsweep{_shm_tag(spec, server_id)}r{rank}_",
+        f"--log-verbose={spec.log_verbose}",
+        f"--exit-timeout-secs={spec.exit_timeout_s}",
+    ]
+    if rank == 0 and server_id:  # the serving rank answers server metadata with this id
+        args.append(f"--id={server_id}")
+    if rank > 0:  # followers load only the TRT-LLM model(s) and block in its initialization
+        args += ["--model-control-mode=explicit", *(f"--load-model={name}" for name in spec.leader_models)]
+    return args + spec.extra_args
+
+
+def launch_argv(
+    spec: ServerSpec, binary: str, server_id: str | None = None, extra: list[str] | None = None
+) -> list[str]:
+    """tritonserver for one rank, or one per rank under mpirun (TP x PP > 1)."""
+    if spec.world_size == 1:
+        return [binary, *rank_args(spec, 0, server_id), *(extra or [])]
+    argv = [spec.mpirun, "--allow-run-as-root"]
+    for rank in range(spec.world_size):
+        argv += ["-n", "1", binary, *rank_args(spec, rank, server_id), ":"]
+    return argv
+
+
+def _check_spec(spec: ServerSpec) -> None:
+    if spec.runtime not in RUNTIMES:
+        raise TrtsweepError(f"triton runtime {spec.runtime!r} is not supported; expected one of {RUNTIMES}")
+    if spec.world_size < 1:
+        raise TrtsweepError(f"world_size must be >= 1, got {spec.world_size}")
+    if spec.runtime == "local" and spec.world_size > 1:
+        raise TrtsweepError("the local runtime serves one rank; multi-GPU needs the native or container runtime")
+    if any(arg.startswith("--id=") or arg == "--id" for arg in spec.extra_args):
+        raise TrtsweepError("extra_args must not set --id: every start gets its own server id")
+    devices(spec.visible_devices)
+
+
+def devices(visible: str | None) -> list[str] | None:
+    """The device ids or UUIDs of `visible_devices` ("0,1"), None when not set."""
+    if visible is None:
+        return None
+    ids = [d.strip() for d in visible.split(",")]
+    if not all(ids) or any(" " in d or '"' in d for d in ids):
+        raise TrtsweepError(f"visible_devices must be comma-separated GPU indices or UUIDs, got {visible!r}")
+    return ids
+
+
+def server_environment(spec: ServerSpec, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: `base` (default os.environ) without what an SSH session leaves behind
+    (SSH_SESSION_VARS), and CUDA_VISIBLE_DEVICES when the spec names its GPUs (not for the container
+    runtime: docker's --gpus picks them there)."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in SSH_SESSION_VARS}
+    ids = devices(spec.visible_devices)
+    if ids is not None and spec.runtime != "container":
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
+    return env
+
+
+def build_command(spec: ServerSpec, server_id: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """Return (argv, environment) for the server; argv is a list, never a shell string.
+
+    `server_id` goes to the serving rank as `--id=` (`start` passes a fresh one every time).
+    """
+    _check_spec(spec)
+    env = server_environment(spec)
+    if spec.openai is not None:
+        argv = openai_server.argv(spec.openai, spec.bind_address, spec.http_port, server_id)
+        if spec.runtime == "container":
+            o = spec.openai
+            argv = _in_container(spec, argv, [o.model, o.options_file.parent, o.served_dir])
+        return argv, env
+    binary, extra = spec.tritonserver, []
+    if spec.runtime == "local":
+        runtime = LocalRuntime.discover()
+        binary, env = str(runtime.binary), runtime.environment(env)
+        extra = [f"--backend-directory={runtime.backend_directory(spec.cache_dir)}"]
+    argv = launch_argv(spec, binary, server_id, extra)
+    if spec.runtime == "container":
+        argv = _in_container(spec, argv)
+    return argv, env
+
+
+def _in_container(spec: ServerSpec, inner: list[str], paths: list[Path] | None = None) -> list[str]:
+    c = spec.container
+    if c is None:
+        raise TrtsweepError("the container runtime needs a container image (triton_serve_container_image)")
+    # the repository, what its config.pbtxt files point at (tokenizer, engine) and what their links need
+    served = paths if paths is not None else [spec.model_repository, *repository_paths(spec.model_repository)]
+    volumes = container_volumes([*served, *c.mounts])
+    return docker_run(c, spec.visible_devices, volumes, inner)
+
+
+def docker_run(c: ContainerSpec, visible_devices: str | None, volumes: list[str], inner: list[str]) -> list[str]:
+    """`docker run` of the Triton image: host network and IPC, the GPUs, the volumes, then `inner`."""
+    ids = devices(visible_devices)
+    # docker reads --gpus as one CSV record: the quotes keep "device=0,1" one field (docker run --gpus '"device=0,1"')
+    gpus = c.gpus if ids is None else f'"device={",".join(ids)}"'
+    return [
+        c.docker, "run", "--rm", "--init", "--name", c.name, "--gpus", gpus, "--network", "host", "--ipc", "host",
+        f"--shm-size={c.shm_size}", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864", *volumes, c.image, *inner,
+    ]  # fmt: skip

@@ -1,0 +1,113 @@
+"""What a server is started from (ServerSpec, ContainerSpec) and what is kept of it once started (ServerState)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from trtsweep.common.fileio import atomic_write_text
+from trtsweep.serve.openai_server import OpenAIServe
+
+RUNTIMES = ("local", "native", "container")
+SERVER_ID_PREFIX = "trtsweep-"
+
+
+@dataclass
+class ContainerSpec:
+    """The `container` runtime: the NGC TRT-LLM Triton image run with the docker CLI (host network)."""
+
+    image: str
+    name: str
+    docker: str = "docker"
+    gpus: str = "all"
+    shm_size: str = "2g"
+    mounts: list[str] = field(default_factory=list)  # host paths, mounted at the same path inside
+
+
+@dataclass
+class ServerSpec:
+    """Everything needed to start one Triton server for one model repository."""
+
+    model_repository: Path
+    log_file: Path
+    runtime: str = "local"
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+    bind_address: str = "127.0.0.1"
+    tritonserver: str = "tritonserver"
+    log_verbose: int = 0
+    exit_timeout_s: int = 10
+    cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "trtsweep")
+    extra_args: list[str] = field(default_factory=list)
+    # multi-GPU (TP x PP > 1): one tritonserver per rank under mpirun, rank 0 serving (leader mode)
+    world_size: int = 1
+    mpirun: str = "mpirun"
+    leader_models: list[str] = field(default_factory=lambda: ["tensorrt_llm"])
+    container: ContainerSpec | None = None
+    # GPUs the server may use ("0,1" or GPU UUIDs): CUDA_VISIBLE_DEVICES (local, native), --gpus (container)
+    visible_devices: str | None = None
+    # the run's lease (see serve/supervisor.py): the server is stopped when it is not renewed for lease_ttl_s
+    lease_file: Path | None = None
+    lease_ttl_s: float = 20.0
+    # set: not Triton but the PyTorch flow's OpenAI-compatible server (trtllm-serve), on http_port alone
+    openai: OpenAIServe | None = None
+
+    @property
+    def kind(self) -> str:
+        return "triton" if self.openai is None else "openai"
+
+    def ports(self) -> dict[str, int]:
+        if self.openai is not None:
+            return {"http": self.http_port}
+        return {"http": self.http_port, "grpc": self.grpc_port, "metrics": self.metrics_port}
+
+    def health_url(self) -> str:
+        host = "127.0.0.1" if self.bind_address in ("0.0.0.0", "") else self.bind_address
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.http_port}" + ("/v2/health/ready" if self.openai is None else "/health")
+
+
+def new_server_id() -> str:
+    """A fresh id for one server start (Triton's `--id`, returned as `name` by GET /v2)."""
+    return f"{SERVER_ID_PREFIX}{secrets.token_hex(8)}"
+
+
+@dataclass
+class ServerState:
+    """What is needed to find and stop a started server later, and to tell whether it still fits."""
+
+    pid: int
+    start_ticks: int
+    argv: list[str]
+    ports: dict[str, int]
+    bind_address: str
+    health_url: str
+    log_file: str
+    container: list[str] | None = None  # [docker, name] for the container runtime
+    server_id: str = ""  # the per-start --id; "" in state files written before ids existed
+    repository_hash: str = ""  # repository_hash() of the model repository when it was started
+    visible_devices: str | None = None
+    lease_file: str | None = None  # the run's lease (serve/supervisor.py); None: runs until stopped
+    state_file: str = ""  # where this state is saved (the supervisor's exit record lies beside it)
+    kind: str = "triton"  # triton | openai (trtllm-serve: its id is the model id of GET /v1/models)
+    supervisor: dict[str, int | None] | None = None  # {pid, start_ticks} of its supervisor (serve/supervisor.py)
+
+    def save(self, path: Path) -> None:
+        atomic_write_text(path, json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> ServerState:
+        return cls(**json.loads(path.read_text()))
+
+    @property
+    def host(self) -> str:
+        """Where a client on this host reaches the server."""
+        return probe_host(self.bind_address)
+
+
+def probe_host(bind_address: str) -> str:
+    return {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(bind_address, bind_address)
