@@ -128,9 +128,11 @@ class CallbackModule(CallbackBase):
         if self._plan is None or self._reported:
             return
         try:  # the report play never ran: every lane went away; write what is known
+            from trtsweep.fleet.status import close_run
             from trtsweep.report.writer import write
 
-            written = write(Path(self._plan["results_dir"]), self._plan)
+            close_run(Path(self._plan["results_dir"]), self._plan)
+            written = write(Path(self._plan["results_dir"]))
             self._display.warning("the report play did not run; report written by trtsweep_events:\n" + written.text)
         except Exception as exc:  # a callback must never break the run's end
             self._display.warning(f"trtsweep_events: could not write the report: {exc}")

@@ -67,13 +67,16 @@ def main():
         }
     )
     require_trtsweep(module)
+    from trtsweep.fleet.status import close_run
     from trtsweep.report.writer import HTML_FILE, write
 
     params = module.params
     page = Path(params["results_dir"]) / HTML_FILE
     if params["min_interval_s"] > 0 and page.exists() and time.time() - page.stat().st_mtime < params["min_interval_s"]:
         module.exit_json(changed=False, refreshed=False, html=str(page))
-    report = run_or_fail(module, write, Path(params["results_dir"]), params["plan"], params["slo"])
+    if params["plan"] is not None:  # the run ended: its unfinished points are lost (the fleet's records)
+        run_or_fail(module, close_run, Path(params["results_dir"]), params["plan"])
+    report = run_or_fail(module, write, Path(params["results_dir"]), params["slo"])
     module.exit_json(changed=True, refreshed=True, table=report.text, rows=report.rows, not_ok=report.not_ok,
                      verdict=report.verdict, html=str(report.html))  # fmt: skip
 

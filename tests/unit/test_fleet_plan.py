@@ -102,7 +102,8 @@ def test_unfinished_points_of_the_run_are_lost_with_the_hosts_reason(tmp_path):
         "lanes": {started["lane"]: {"host": started["host"], "point": started["id"], "stage": "serve"}},
     }
     (results / "events.json").write_text(json.dumps(events))
-    text, _, not_ok, *_ = writer.write(results, plan)
+    status.close_run(results, plan)
+    text, _, not_ok, *_ = writer.write(results)
     lost = {r["point"]: r for r in map(lambda p: status.read(results, p["id"]), plan["points"])}
     assert lost[started["id"]]["status"] == "lost"
     assert lost[started["id"]]["cause"] == (

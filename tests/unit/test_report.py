@@ -300,3 +300,13 @@ def test_the_charts_leave_out_unknown_values_and_say_which_under_them(results):
     assert "Left out" not in per_gpu["caption"]
     assert accuracy["caption"].endswith("Left out, no value: int8 at concurrency 1, 2, 4 (rougeL).")
     assert "|int8|" not in accuracy["labels"] and "|float32|" in accuracy["labels"]  # no bar at 0: no bar
+
+
+def test_the_report_reads_the_point_records_and_never_writes_them(results):
+    """The fleet writes status.json (a lost point's too, at the run's end: fleet.status.close_run); the report,
+    however often a lane refreshes it, only reads them."""
+    before = {p: p.read_bytes() for p in sorted(results.glob("*/status.json"))}
+    assert before
+    writer.write(results)
+    writer.write(results, slo={"ttft_p99_ms": 1})
+    assert {p: p.read_bytes() for p in sorted(results.glob("*/status.json"))} == before

@@ -36,6 +36,7 @@ from trtsweep.hub.download import is_commit, ref_key
 from trtsweep.toolchain.versions import canonical
 
 STATUS_FILE = "status.json"
+EVENTS_FILE = "events.json"  # the run's progress and unreachable hosts (callback trtsweep_events)
 STAGES = ("preflight", "download", "quantize", "build", "repository", "serve", "benchmark")
 FINAL = ("ok", "failed", "lost")
 # set by placement, not part of what the point measures
@@ -249,3 +250,35 @@ def outcome(
         write(results_dir, lost)
         records.append(lost)
     return records
+
+
+def run_events(results_dir: Path, run_id: str) -> dict[str, Any]:
+    """The events of run `run_id` (empty when the file is missing, unreadable or another run's)."""
+    try:
+        events = json.loads((results_dir / EVENTS_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return events if isinstance(events, dict) and events.get("run_id") == run_id else {}
+
+
+def lost_reasons(results_dir: Path, run_id: str) -> dict[str, str]:
+    """Host -> why it went away, from the run's events file (empty when there is none)."""
+    unreachable = run_events(results_dir, run_id).get("unreachable", {})
+    return {host: f"host {host} unreachable: {msg}" for host, msg in unreachable.items()}
+
+
+def last_stages(results_dir: Path, run_id: str) -> dict[str, str]:
+    """Point -> the stage its lane was in when the run's events last saw it (the controller's record only knows
+    the stage a point started with until it ends). Only the point a lane was running has one: the callback starts
+    each point at the first stage, so no point carries the stage its lane's previous point reached."""
+    lanes = run_events(results_dir, run_id).get("lanes", {})
+    return {lane["point"]: lane["stage"] for lane in lanes.values() if lane.get("point") and lane.get("stage")}
+
+
+def close_run(results_dir: Path, plan: dict[str, Any]) -> list[dict]:
+    """The run's end on the controller: every point it planned gets its final record (`outcome`), the lost ones
+    with the reason and stage the run's events recorded. Called before the report, which only reads records."""
+    run_id = plan["run_id"]
+    return outcome(
+        results_dir, plan["points"], run_id, lost_reasons(results_dir, run_id), last_stages(results_dir, run_id)
+    )

@@ -1,9 +1,8 @@
 """The sweep report: every point's status and per-level headline numbers (console, CSV, Markdown).
 
 Reads what was fetched to the controller: `results/<sweep>/<point_id>/llm_perf.summary.json` and
-`status.json`. Given the run's plan, the points this run planned but never finished are marked lost
-first (their host went away), with the reason the run's events recorded (`events.json`, written by the
-trtsweep_events callback) where there is one.
+`status.json`. The report only reads the point records: the fleet writes them, including the lost points of
+a run that ended (trtsweep.fleet.status.close_run, called before the report).
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from trtsweep.report import page, results_table, verdict
 from trtsweep.sweep.slo import check as slo_check
 
 SUMMARY_FILE = "llm_perf.summary.json"
-EVENTS_FILE = "events.json"
 PLACEMENT_COLUMNS = ("host", "gpus", "colocated")
 
 HTML_FILE = "report.html"
@@ -46,29 +44,6 @@ def collect(results_dir: Path) -> list[dict[str, Any]]:
         for level in data.get("levels", []):
             rows.append({"point": point, **where, **headline(level, level.get("summary", {}))})
     return rows
-
-
-def _events(results_dir: Path, run_id: str) -> dict[str, Any]:
-    """The events of run `run_id` (empty when the file is missing, unreadable or another run's)."""
-    try:
-        events = json.loads((results_dir / EVENTS_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return events if isinstance(events, dict) and events.get("run_id") == run_id else {}
-
-
-def lost_reasons(results_dir: Path, run_id: str) -> dict[str, str]:
-    """Host -> why it went away, from the run's events file (empty when there is none)."""
-    unreachable = _events(results_dir, run_id).get("unreachable", {})
-    return {host: f"host {host} unreachable: {msg}" for host, msg in unreachable.items()}
-
-
-def last_stages(results_dir: Path, run_id: str) -> dict[str, str]:
-    """Point -> the stage its lane was in when the run's events last saw it (the controller's record only knows
-    the stage a point started with until it ends). Only the point a lane was running has one: the callback starts
-    each point at the first stage, so no point carries the stage its lane's previous point reached."""
-    lanes = _events(results_dir, run_id).get("lanes", {})
-    return {lane["point"]: lane["stage"] for lane in lanes.values() if lane.get("point") and lane.get("stage")}
 
 
 def statuses(results_dir: Path) -> list[dict[str, Any]]:
@@ -100,16 +75,11 @@ class Report(NamedTuple):
     html: Path
 
 
-def write(results_dir: Path, plan: dict[str, Any] | None = None, slo: dict[str, Any] | None = None) -> Report:
+def write(results_dir: Path, slo: dict[str, Any] | None = None) -> Report:
     """Write report.csv, report.md, results.csv, results.json and report.html into `results_dir`.
 
     `slo` (the sweep's, validated) is kept in the directory (slo.json) so that a later `trtsweep report` judges
     the same way."""
-    if plan is not None:
-        run_id = plan["run_id"]
-        status.outcome(
-            results_dir, plan["points"], run_id, lost_reasons(results_dir, run_id), last_stages(results_dir, run_id)
-        )
     slo_file = results_dir / "slo.json"
     if slo is not None:
         atomic_write_text(slo_file, json.dumps(slo_check(slo), indent=2) + "\n")
