@@ -4,17 +4,18 @@ versions, or two GPU types), configuration by configuration and load level by lo
 Rows are matched by point id and concurrency; for each headline number it shows a, b and the change b vs a,
 marked better or worse by the number's direction (throughput and accuracy up, latency down) and highlighted when
 it moves by `THRESHOLD` or more. Points only one sweep has are listed; each sweep's verdict is quoted.
+The page's markup is in templates/compare.html.j2.
 """
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 from typing import Any
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.report import results_table, verdict
+from trtsweep.report.page import environment
 from trtsweep.sweep.slo import check as slo_check
 
 # (label, results.csv column, higher is better)
@@ -92,34 +93,22 @@ def text(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _cells(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """A row's numbers as the page shows them: a, b, the change, and how it reads (better/worse, strong)."""
+    return [{"a": _num(c["a"]), "b": _num(c["b"]), "change": _pct(c["delta"]), "sense": c["sense"],
+             "strong": c["delta"] is not None and abs(c["delta"]) >= THRESHOLD, "column": c["column"]}
+            for c in row["cells"]]  # fmt: skip
+
+
 def page(result: dict[str, Any]) -> str:
-    head = "".join(f'<th colspan="3">{html.escape(label)}</th>' for label, _, _ in METRICS)
-    sub = "<th>a</th><th>b</th><th>change</th>" * len(METRICS)
-    body = []
-    for row in result["rows"]:
-        cells = []
-        for c in row["cells"]:
-            strong = c["delta"] is not None and abs(c["delta"]) >= THRESHOLD
-            css = f"{c['sense']}{' strong' if strong else ''}"
-            cells.append(f"<td>{_num(c['a'])}</td><td>{_num(c['b'])}</td>"
-                         f'<td class="{css}" data-column="{c["column"]}">{_pct(c["delta"])}</td>')  # fmt: skip
-        body.append(f'<tr><td class="text">{html.escape(row["point"])}</td><td>{row["concurrency"]}</td>'
-                    f"{''.join(cells)}</tr>")  # fmt: skip
-    only = "".join(f"<p>only in {side}: {html.escape(', '.join(result['only'][side]))}</p>"
-                   for side in ("a", "b") if result["only"][side])  # fmt: skip
-    verdicts = "".join(
-        f"<p><b>{side}</b> {html.escape(result[side])}: {html.escape(' '.join(result['verdicts'][side]))}</p>"
-        for side in ("a", "b")
+    return (
+        environment()
+        .get_template("compare.html.j2")
+        .render(
+            metrics=[label for label, _, _ in METRICS],
+            threshold=f"{THRESHOLD:.0%}",
+            verdicts=[(side, result[side], " ".join(result["verdicts"][side])) for side in ("a", "b")],
+            rows=[(row, _cells(row)) for row in result["rows"]],
+            only=[(side, ", ".join(result["only"][side])) for side in ("a", "b") if result["only"][side]],
+        )
     )
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>trtsweep compare</title><style>
-body {{ font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #1d232b; }}
-table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; }}
-th, td {{ border: 1px solid #d0d7de; padding: 3px 7px; text-align: right; }} th {{ background: #f3f5f7; }}
-td.text {{ text-align: left; }} td.better {{ color: #1a7f37; }} td.worse {{ color: #b42318; }}
-td.strong {{ font-weight: 700; }} td.better.strong {{ background: #e6f4ea; }} td.worse.strong {{ background: #fdecea; }}
-</style></head><body><h1>trtsweep compare</h1>{verdicts}
-<p>change = b vs a; green better, red worse; bold and shaded: {THRESHOLD:.0%} or more.</p>
-<table><tr><th rowspan="2">point</th><th rowspan="2">concurrency</th>{head}</tr><tr>{sub}</tr>{"".join(body)}</table>
-{only}</body></html>
-"""

@@ -7,16 +7,22 @@ a comparison table (rows = concurrency, columns = configurations: QPS, output to
 row of results.csv; the failures with stage and cause. Every number in a table carries its results.csv text in
 `data-value` (the same `results_table.cell`), so the page and the CSV cannot disagree. A value nobody measured is
 never drawn (as 0 or otherwise): the chart leaves that level out and says so in one line under it.
+
+The markup is in templates/report.html.j2 (and its macros, templates/_report.html.j2); this module computes what
+it shows: the charts, the labels, every number as text.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import io
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
+import jinja2
 import matplotlib
+from markupsafe import Markup
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -32,24 +38,69 @@ TABLE = (("point", "point", None), ("concurrency", "concurrency", None), ("GPUs"
          ("goodput req/s", "goodput", 2), ("TTFT p50", "ttft_p50_ms", 0), ("TTFT p99", "ttft_p99_ms", 0),
          ("TPOT p50", "tpot_p50_ms", 1), ("TPOT p99", "tpot_p99_ms", 1), ("E2E p99", "e2e_p99_ms", 0),
          ("rougeL", "rougeL", 3), ("chrF", "chrf", 3), ("queue ms", "server_queue_ms", 2))  # fmt: skip
-STYLE = """
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1200px;
-       color: #1d232b; padding: 0 16px; }
-h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #d0d7de; }
-.verdict { background: #eef6ee; border: 1px solid #9ccc9c; padding: 10px 14px; border-radius: 6px; }
-.verdict.none { background: #fbeeee; border-color: #d99; }
-.verdict p { margin: 4px 0; } .verdict .best { font-weight: 600; }
-table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; }
-th, td { border: 1px solid #d0d7de; padding: 3px 7px; text-align: right; }
-th { background: #f3f5f7; } td.text { text-align: left; }
-tr.best td { background: #eef6ee; } td.miss { color: #b42318; }
-.charts { display: flex; flex-wrap: wrap; gap: 12px; } .charts figure { margin: 0; }
-figcaption { color: #57606a; font-size: 12px; max-width: 560px; } figcaption .left-out { display: block; }
-.muted { color: #57606a; } .scroll { overflow-x: auto; }
-"""
+FAILURE_FIELDS = ("point", "status", "stage", "host", "cause")
 
 
-def _svg(fig: Any) -> str:
+class Chart(NamedTuple):
+    """A chart: matplotlib's SVG (markup, inlined as is) and the line saying which levels it left out ("" if none)."""
+
+    svg: Markup
+    left_out: str
+
+
+class Cell(NamedTuple):
+    """A table cell of a results.csv value: `value` is its results.csv text (data-value), `shown` what the cell says
+    (the value rounded, or a label with the value as `title`); `text` cells align left."""
+
+    point: str
+    concurrency: Any
+    column: str
+    value: str
+    shown: str
+    text: bool
+    title: str | None = None
+
+
+class SideBySide(NamedTuple):
+    """Column groups side by side (`groups`: label and title of each, every group with the columns `names`), a row
+    per concurrency (None: that group has no such level)."""
+
+    groups: list[tuple[str, str | None]]
+    names: list[str]
+    rows: list[tuple[Any, list[Cell | None]]]
+
+
+class ResultRow(NamedTuple):
+    """A row of the table of every configuration and level: `slo` says which SLOs it missed (`miss`) or that it met
+    them; `best` is the verdict's row."""
+
+    cells: list[Cell]
+    slo: str
+    miss: bool
+    best: bool
+
+
+def _escape(value: Any) -> Markup:
+    """Autoescape with the standard library's entities (&quot;, &#x27;), as the page has always been written: the
+    same results give the same bytes. Markup (the charts, the macros' output) is kept as it is."""
+    return value if isinstance(value, Markup) else Markup(html.escape(str(value)))
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    """The report's templates (report.html.j2, compare.html.j2): every `{{ value }}` is escaped unless it is Markup."""
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("trtsweep.report", "templates"),
+        autoescape=True,
+        finalize=_escape,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _svg(fig: Any) -> Markup:
     """The figure as inline SVG, the same bytes for the same numbers: no date, ids hashed from the content (a rebuilt
     report equals the last one; a shared id between two charts is a shared identical definition)."""
     buffer = io.StringIO()
@@ -57,14 +108,7 @@ def _svg(fig: Any) -> str:
         fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     text = buffer.getvalue()
-    return text[text.index("<svg") :]
-
-
-def _figure(chart: tuple[str, str], caption: str) -> str:
-    """A chart (its SVG, the line saying what it left out) and its caption."""
-    svg, left_out = chart
-    note = f'<span class="left-out">{html.escape(left_out)}</span>' if left_out else ""
-    return f"<figure>{svg}<figcaption>{html.escape(caption)}{note}</figcaption></figure>"
+    return Markup(text[text.index("<svg") :])
 
 
 def _by_point(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -108,7 +152,7 @@ def labels(points: Sequence[str]) -> tuple[dict[str, str], str]:
     return out, common
 
 
-def _tradeoff(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> tuple[str, str]:
+def _tradeoff(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> Chart:
     drawn, left_out = known(rows, {"ttft_p99_ms": "TTFT p99", "output_token_throughput": "output tok/s"}, label)
     fig, ax = plt.subplots(figsize=(6.2, 4.0))
     for point, mine in _by_point(drawn).items():
@@ -121,7 +165,7 @@ def _tradeoff(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> tuple[st
     ax.set_ylabel("output tokens/s")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    return _svg(fig), left_out
+    return Chart(_svg(fig), left_out)
 
 
 def pareto(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -136,7 +180,7 @@ def pareto(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(front, key=lambda r: r["ttft_p99_ms"])
 
 
-def _pareto_chart(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> tuple[str, str]:
+def _pareto_chart(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> Chart:
     drawn, left_out = known(rows, {"ttft_p99_ms": "TTFT p99", "output_tok_s_per_gpu": "output tok/s per GPU"}, label)
     fig, ax = plt.subplots(figsize=(6.2, 4.0))
     for point, mine in _by_point(drawn).items():
@@ -148,10 +192,10 @@ def _pareto_chart(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> tupl
     ax.set_ylabel("output tokens/s per GPU")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    return _svg(fig), left_out
+    return Chart(_svg(fig), left_out)
 
 
-def _per_gpu(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> tuple[str, str]:
+def _per_gpu(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> Chart:
     drawn, left_out = known(rows, {"output_tok_s_per_gpu": "output tok/s per GPU"}, label)
     points = _by_point(drawn)
     best = [max(r["output_tok_s_per_gpu"] for r in mine) for mine in points.values()]
@@ -161,7 +205,7 @@ def _per_gpu(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> tuple[str
     ax.set_xlabel("best output tokens/s per GPU (any load level)")
     ax.tick_params(axis="y", labelsize=7)
     ax.grid(axis="x", alpha=0.3)
-    return _svg(fig), left_out
+    return Chart(_svg(fig), left_out)
 
 
 def _series(rows: Sequence[dict[str, Any]], column: str) -> tuple[list[Any], list[Any]]:
@@ -170,7 +214,7 @@ def _series(rows: Sequence[dict[str, Any]], column: str) -> tuple[list[Any], lis
     return [r["concurrency"] for r in drawn], [r[column] for r in drawn]
 
 
-def _latencies(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> tuple[str, str]:
+def _latencies(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> Chart:
     panels = (("TTFT", "ttft"), ("TPOT", "tpot"), ("E2E", "e2e"))
     names = {f"{m}_{s}_ms": f"{n} {s}" for n, m in panels for s in ("p50", "p99")}
     left_out = known(rows, names, label)[1]
@@ -185,10 +229,10 @@ def _latencies(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> tuple[s
         ax.grid(alpha=0.3)
     handles, legend = axes[0].get_legend_handles_labels()  # below the panels, never over a curve
     fig.legend(handles, legend, loc="upper center", bbox_to_anchor=(0.5, -0.04), ncol=2, fontsize=7, frameon=False)
-    return _svg(fig), left_out
+    return Chart(_svg(fig), left_out)
 
 
-def _accuracy(rows: Sequence[dict[str, Any]], metric: str, label: dict[str, str]) -> tuple[str, str]:
+def _accuracy(rows: Sequence[dict[str, Any]], metric: str, label: dict[str, str]) -> Chart:
     drawn, left_out = known(rows, {metric: metric}, label)
     points = _by_point(drawn)
     values = [sum(r[metric] for r in mine) / len(mine) for mine in points.values()]
@@ -204,37 +248,40 @@ def _accuracy(rows: Sequence[dict[str, Any]], metric: str, label: dict[str, str]
     ax.set_xlabel(f"{metric} (mean over load levels)")
     ax.tick_params(axis="y", labelsize=7)
     ax.grid(axis="x", alpha=0.3)
-    return _svg(fig), left_out
+    return Chart(_svg(fig), left_out)
 
 
-def _td(row: dict[str, Any], column: str, digits: int | None, extra: str = "", text: str | None = None) -> str:
-    """A table cell showing the value (or `text`, with the value as its title) rounded to `digits`; data-value is
-    its results.csv text."""
+def _cell(row: dict[str, Any], column: str, digits: int | None, label: str | None = None) -> Cell:
+    """The row's value in `column` rounded to `digits` (or `label`, with that as its title)."""
     value = row.get(column)
     shown = "-" if value is None else (f"{value:.{digits}f}" if digits is not None and isinstance(value, float)
                                        else str(value))  # fmt: skip
-    css = "text" if digits is None and isinstance(value, str) else ""
-    where = f'data-point="{html.escape(row["point"])}" data-concurrency="{row["concurrency"]}" data-column="{column}"'
-    if text is not None:
-        where, shown = f'{where} title="{html.escape(shown)}"', text
-    return f'<td class="{css} {extra}" {where} data-value="{html.escape(cell(value))}">{html.escape(shown)}</td>'
+    text = digits is None and isinstance(value, str)
+    if label is None:
+        return Cell(row["point"], row["concurrency"], column, cell(value), shown, text)
+    return Cell(row["point"], row["concurrency"], column, cell(value), label, text, title=shown)
 
 
-def _comparison(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> str:
-    points = _by_point(rows)
-    head = "".join(
-        f'<th colspan="{len(COMPARE)}" title="{html.escape(p)}">{html.escape(label[p])}</th>' for p in points
-    )
-    sub = "".join(f"<th>{name}</th>" for _ in points for name, _, _ in COMPARE)
-    body = []
-    for conc in sorted({r["concurrency"] for r in rows}):
-        cells = []
-        for mine in points.values():
+def _side_by_side(
+    groups: dict[str, list[dict[str, Any]]],
+    columns: Sequence[tuple[str, str, int | None]],
+    heads: list[tuple[str, str | None]],
+) -> SideBySide:
+    """`groups` (key -> its rows; `heads`: label and title of each) side by side, `columns` of each, by concurrency."""
+    rows = []
+    for conc in sorted({r["concurrency"] for mine in groups.values() for r in mine}):
+        cells: list[Cell | None] = []
+        for mine in groups.values():
             row = next((r for r in mine if r["concurrency"] == conc), None)
-            cells += [_td(row, col, d) if row else "<td>-</td>" for _, col, d in COMPARE]
-        body.append(f"<tr><th>{conc}</th>{''.join(cells)}</tr>")
-    return (f'<table class="compare"><tr><th rowspan="2">concurrency</th>{head}</tr><tr>{sub}</tr>'
-            f"{''.join(body)}</table>")  # fmt: skip
+            cells += [_cell(row, col, d) if row else None for _, col, d in columns]
+        rows.append((conc, cells))
+    return SideBySide(heads, [name for name, _, _ in columns], rows)
+
+
+def _comparison(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> SideBySide:
+    """Every configuration side by side (named by its label, titled with its id)."""
+    points = _by_point(rows)
+    return _side_by_side(points, COMPARE, [(label[p], p) for p in points])
 
 
 FLOW_COMPARE = (("out tok/s", "output_token_throughput", 1), ("TTFT p99 ms", "ttft_p99_ms", 0),
@@ -254,100 +301,56 @@ def flows_compared(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[d
     return {config: found for config, found in groups.items() if len(found) > 1}
 
 
-def _flows(rows: Sequence[dict[str, Any]]) -> str:
-    """Each configuration served more than one way, side by side: rows (configuration, concurrency)."""
-    tables = []
-    for config, found in flows_compared(rows).items():
-        head = "".join(f'<th colspan="{len(FLOW_COMPARE)}">{html.escape(v)}</th>' for v in found)
-        sub = "".join(f"<th>{name}</th>" for _ in found for name, _, _ in FLOW_COMPARE)
-        body = []
-        for conc in sorted({r["concurrency"] for mine in found.values() for r in mine}):
-            cells = []
-            for mine in found.values():
-                row = next((r for r in mine if r["concurrency"] == conc), None)
-                cells += [_td(row, col, d) if row else "<td>-</td>" for _, col, d in FLOW_COMPARE]
-            body.append(f"<tr><th>{conc}</th>{''.join(cells)}</tr>")
-        tables.append(f'<h3>{html.escape(config)}</h3><table class="flows"><tr><th rowspan="2">concurrency</th>{head}'
-                      f"</tr><tr>{sub}</tr>{''.join(body)}</table>")  # fmt: skip
-    return "".join(tables)
+def flow_tables(rows: Sequence[dict[str, Any]]) -> list[tuple[str, SideBySide]]:
+    """Each configuration served more than one way, its variants side by side: (configuration, table)."""
+    return [(config, _side_by_side(found, FLOW_COMPARE, [(v, None) for v in found]))
+            for config, found in flows_compared(rows).items()]  # fmt: skip
 
 
-def _results(rows: Sequence[dict[str, Any]], verdict: dict[str, Any], label: dict[str, str]) -> str:
+def _results(rows: Sequence[dict[str, Any]], verdict: dict[str, Any], label: dict[str, str]) -> list[ResultRow]:
     best = verdict.get("best")
-    head = "".join(f"<th>{name}</th>" for name, _, _ in TABLE) + "<th>SLOs missed</th>"
-    body = []
+    out = []
     for row in rows:
         where = (row["point"], row["concurrency"])
         missed = verdict["rows"].get(where, [])
         excluded = verdict["excluded"].get(where)
-        css = (
-            ' class="best"'
-            if best is not None and (row["point"], row["concurrency"]) == (best["point"], best["concurrency"])
-            else ""
-        )
-        cells = "".join(_td(row, col, d, text=label[row["point"]] if col == "point" else None) for _, col, d in TABLE)
         slo = "; ".join(missed) if missed else ("met" if verdict["slo"] else "-")
-        slo = f"not a candidate: {excluded}; {slo}" if excluded else slo
-        miss = " miss" if missed or excluded else ""
-        body.append(f'<tr{css}>{cells}<td class="text{miss}">{html.escape(slo)}</td></tr>')
-    return f'<div class="scroll"><table class="results"><tr>{head}</tr>{"".join(body)}</table></div>'
+        cells = [_cell(row, col, d, label[row["point"]] if col == "point" else None) for _, col, d in TABLE]
+        out.append(ResultRow(cells, f"not a candidate: {excluded}; {slo}" if excluded else slo,
+                             bool(missed or excluded),
+                             best is not None and where == (best["point"], best["concurrency"])))  # fmt: skip
+    return out
 
 
-def _failures(records: Sequence[dict[str, Any]]) -> str:
-    bad = [r for r in records if r.get("status") != "ok"]
-    if not bad:
-        return '<p class="muted">none: every point finished ok</p>'
-    fields = ("point", "status", "stage", "host", "cause")
-    rows = "".join(
-        "<tr>" + "".join(f'<td class="text">{html.escape(str(r.get(f)))}</td>' for f in fields) + "</tr>" for r in bad
-    )
-    head = "".join(f"<th>{f}</th>" for f in fields)
-    return f'<table class="failures"><tr>{head}</tr>{rows}</table>'
+def _charts(rows: Sequence[dict[str, Any]], metric: str, label: dict[str, str]) -> dict[str, Chart]:
+    """The page's charts, by their names in the template."""
+    return {"tradeoff": _tradeoff(rows, label), "pareto": _pareto_chart(rows, label), "per_gpu": _per_gpu(rows, label),
+            "accuracy": _accuracy(rows, metric, label), "latencies": _latencies(rows, label)}  # fmt: skip
 
 
 def render(
     name: str, rows: Sequence[dict[str, Any]], verdict: dict[str, Any], records: Sequence[dict[str, Any]]
 ) -> str:
-    lines = summary_lines(verdict)
-    css = "verdict" if verdict.get("best") else "verdict none"
-    slo = ", ".join(f"{k} {v}" for k, v in verdict["slo"].items()) or "none given (add slo: to the sweep file)"
-    verdict_html = (
-        f'<div class="{css}"><p class="best">{html.escape(lines[0])}</p>'
-        + "".join(f"<p>{html.escape(line)}</p>" for line in lines[1:])
-        + f'<p class="muted">SLOs: {html.escape(slo)}</p></div>'
-    )
-    charts, label, common = "", *labels(list(_by_point(rows)))
-    if common:
-        common = (
-            f'<p class="muted">Charts name a configuration by what sets it apart; all share: {html.escape(common)}.</p>'
+    label, common = labels(list(_by_point(rows)))
+    metric = verdict["slo"].get("accuracy_metric", "rougeL")
+    return (
+        environment()
+        .get_template("report.html.j2")
+        .render(
+            name=name,
+            configurations=len({r["point"] for r in rows}),
+            points=len(records),
+            verdict=summary_lines(verdict),
+            best=bool(verdict.get("best")),
+            slo=", ".join(f"{k} {v}" for k, v in verdict["slo"].items()) or "none given (add slo: to the sweep file)",
+            common=common,
+            metric=metric,
+            charts=_charts(rows, metric, label) if rows else None,
+            flows=flow_tables(rows),
+            comparison=_comparison(rows, label) if rows else None,
+            results=_results(rows, verdict, label) if rows else None,
+            columns=[heading for heading, _, _ in TABLE],
+            failure_fields=FAILURE_FIELDS,
+            failures=[[str(r.get(f)) for f in FAILURE_FIELDS] for r in records if r.get("status") != "ok"],
         )
-    if rows:
-        metric = verdict["slo"].get("accuracy_metric", "rougeL")
-        charts = (
-            '<h2>Throughput vs latency</h2><div class="charts">'
-            + _figure(_tradeoff(rows, label), "Output tokens/s against TTFT p99, one curve per configuration over its "
-                      "load levels (c = concurrency): up and to the left is better.")
-            + _figure(_pareto_chart(rows, label), "Every (configuration, load level); the dashed line is the Pareto "
-                      "front (no other row has both lower TTFT p99 and more output tokens/s per GPU).")
-            + "</div><h2>Output per GPU</h2><div class=\"charts\">"
-            + _figure(_per_gpu(rows, label), "Best output tokens/s per GPU of each configuration.")
-            + _figure(_accuracy(rows, metric, label), f"{metric} per configuration (its precision in brackets "
-                      "where the label does not say it); the dotted line is the sweep's highest precision.")
-            + "</div><h2>Latency percentiles</h2>"
-            + _figure(_latencies(rows, label), "p50 (solid) and p99 (dashed) per configuration and concurrency.")
-        )  # fmt: skip
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>trtsweep report: {html.escape(name)}</title>
-<style>{STYLE}</style></head><body>
-<h1>trtsweep report: {html.escape(name)}</h1>
-<p class="muted">{len({r["point"] for r in rows})} configuration(s) measured, {len(records)} point(s) in the sweep;
-latencies in ms; TPOT = (E2E - TTFT) / (output tokens - 1); tok/s/user = 1000 / TPOT p50; numbers are those of
-results.csv.</p>
-<h2>Verdict</h2>{verdict_html}
-{common}{charts}
-{"<h2>Flows and servers (same configuration)</h2>" + _flows(rows) if flows_compared(rows) else ""}
-<h2>Side by side (rows: concurrency)</h2>{_comparison(rows, label) if rows else "<p>nothing measured</p>"}
-<h2>Every configuration and load level</h2>{_results(rows, verdict, label) if rows else "<p>nothing measured</p>"}
-<h2>Failures</h2>{_failures(records)}
-</body></html>
-"""
+    )
