@@ -90,10 +90,11 @@ def test_a_model_entry_flow_overrides_the_sweeps():
          "0.8 .. 1.2; use flow: pytorch"),
         (trt("0.19.0", flow="pytorch"), "'trtllm.version': TensorRT-LLM 0.19.0 has no PyTorch flow trtsweep has a "
          "table of (LLM API tables: 1.0, 1.1, 1.2); use flow: engine for releases before 1.0"),
-        (sweep(flow="torch"), "'flow': expected engine | pytorch or a list of them, got 'torch'"),
-        (sweep(models=[{"repo_id": "A/a", "flow": ["pytorch", "pytorch"]}]), "'models[0].flow': expected engine"),
+        (sweep(flow="torch"), "'flow': expected one of 'engine', 'pytorch' or a non-empty list"),
+        (sweep(models=[{"repo_id": "A/a", "flow": ["pytorch", "pytorch"]}]), "'models[0].flow': expected a list "
+         "without repeats, got ['pytorch', 'pytorch']"),
         (sweep(servers=["trtllm-serve"]), "'flow': the engine flow is served by Triton only: add triton to servers"),
-        (sweep(servers=["vllm"]), "'servers': expected a non-empty list of triton, trtllm-serve, got ['vllm']"),
+        (sweep(servers=["vllm"]), "'servers[0]': expected one of 'triton', 'trtllm-serve', got 'vllm'"),
         (trt(flow="pytorch", precisions=["int8_wo"]), "'precisions': 'int8_wo' has no PyTorch-flow counterpart"),
         (trt(precisions=["nvfp4"]), "'precisions': 'nvfp4' is not supported by backend tensorrtllm"),
         (trt(flow=["engine", "pytorch"], precisions=["nvfp4"]), "'precisions': 'nvfp4' has no engine-flow recipe"),
@@ -102,7 +103,7 @@ def test_a_model_entry_flow_overrides_the_sweeps():
          "has no such option; did you mean 'max_num_tokens'?"),
         (sweep(flow="pytorch", llm_api={"max_batch_size": 8}), "llm_api.max_batch_size: set by the sweep matrix"),
         (sweep(flow="pytorch", llm_api={"dtype": "float16"}), "'llm_api.dtype': set by the point's precision"),
-        (sweep(flow="pytorch", pytorch={"enable_block_reuse": "yes"}), "pytorch.kv_cache_config.enable_block_reuse: "
+        (sweep(flow="pytorch", pytorch={"enable_block_reuse": "yes"}), "'pytorch.enable_block_reuse': "
          "expected true or false, got 'yes'"),
         (sweep(flow="pytorch", triton={"bls": True}), "'triton': only for the engine flow's repository"),
         (sweep(flow="pytorch", benchmark={"concurrency": [1], "input_data": "data/prompts.jsonl",

@@ -43,7 +43,7 @@ def row(point, concurrency=4, precision="float16", gpus=1, tok_s_gpu=100.0, **nu
         ({"ttft_p99_ms": -1}, r"^sweep field 'slo.ttft_p99_ms': expected a number >= 0, got -1$"),
         ({"e2e_p99_ms": True}, r"^sweep field 'slo.e2e_p99_ms': expected a number >= 0, got True$"),
         ({"max_accuracy_drop": 2}, r"^sweep field 'slo.max_accuracy_drop': expected a fraction in \[0, 1\], got 2$"),
-        ({"min_accuracy": "0.3"}, r"^sweep field 'slo.min_accuracy': expected a number >= 0, got '0.3'$"),
+        ({"min_accuracy": "0.3"}, r"^sweep field 'slo.min_accuracy': expected a fraction in \[0, 1\], got '0.3'$"),
         ({"tpot_p99": 50}, r"^sweep field 'slo': unknown key\(s\) \['tpot_p99'\]"),
         ("fast", r"^sweep field 'slo': expected a mapping"),
     ],

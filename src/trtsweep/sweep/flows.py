@@ -8,7 +8,8 @@
 
 Sweep keys (planning.py): `flow: engine | pytorch | [engine, pytorch]` (the sweep's, a model entry's over it),
 `servers: [triton, trtllm-serve]` (the pytorch flow's servers; the engine flow is served by Triton),
-`pytorch:` (PYTORCH_KEYS: KV cache, CUDA graphs, overlap scheduler, chunked prefill, attention backend, EP) and
+`pytorch:` (trtsweep.sweep.schema.Pytorch: KV cache, CUDA graphs, overlap scheduler, chunked prefill, attention
+backend, EP) and
 `llm_api:` (any other LLM API option, checked by name and type against the release's table). A point of the
 pytorch flow carries its LLM API options, built and checked at plan time (llmapi.options), and the release
 they were checked against. With the hf backend (no TensorRT-LLM) the options are checked against HF_RELEASE,
@@ -30,60 +31,23 @@ HF_RELEASE = "1.2"
 # precisions of the pytorch flow (tensorrtllm): the HF checkpoint's own dtype, or a ModelOpt quantization
 PYTORCH_PRECISIONS = ("bf16", "fp16", "fp8", "nvfp4", "int4_awq", "w4a8_awq")  # no int8_sq: modelopt.py says why
 UNQUANTIZED_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}
-PYTORCH_KEYS = {
-    "max_num_tokens": "tokens one forward pass may batch (null: the release's default)",
-    "kv_cache_free_gpu_memory_fraction": "share of free GPU memory the KV cache takes",
-    "enable_block_reuse": "KV-cache block reuse across requests",
-    "cuda_graph_batch_sizes": "batch sizes CUDA graphs are captured for (a list; [] captures none)",
-    "disable_overlap_scheduler": "turn the overlap scheduler off",
-    "enable_chunked_prefill": "chunked prefill",
-    "attn_backend": "attention backend, e.g. TRTLLM | FLASHINFER",
-    "ep": "MoE expert parallelism (moe_expert_parallel_size)",
-    "enable_iter_perf_stats": "per-iteration stats (batch, queue, KV cache) that llm-perf reads from trtllm-serve's "
-    "/metrics each level (default true; false saves their small cost)",
-}
 
 
 def _fail(field: str, problem: str) -> TrtsweepError:
     return TrtsweepError(f"sweep field '{field}': {problem}")
 
 
-def parse_flows(field: str, value: Any) -> list[str]:
-    """`flow: engine`, `flow: pytorch` or a list of both (each point then exists once per flow)."""
+# The sweep's schema (trtsweep.sweep.schema) has checked these keys' types and values: what follows normalizes them.
+
+
+def parse_flows(value: str | list[str]) -> list[str]:
+    """`flow: engine`, `flow: pytorch` or a list of both (each point then exists once per flow), in FLOWS order."""
     items = value if isinstance(value, list) else [value]
-    if not items or any(item not in FLOWS for item in items) or len(set(items)) != len(items):
-        raise _fail(field, f"expected {' | '.join(FLOWS)} or a list of them, got {value!r}")
     return [flow for flow in FLOWS if flow in items]
 
 
-def parse_servers(value: Any) -> list[str]:
-    if value is None:
-        return ["triton"]
-    if (
-        not isinstance(value, list)
-        or not value
-        or any(s not in SERVERS for s in value)
-        or len(set(value)) != len(value)
-    ):
-        raise _fail("servers", f"expected a non-empty list of {', '.join(SERVERS)}, got {value!r}")
-    return [server for server in SERVERS if server in value]
-
-
-def parse_pytorch(value: Any) -> dict[str, Any]:
-    value = value or {}
-    if not isinstance(value, dict):
-        raise _fail("pytorch", f"expected a mapping with {sorted(PYTORCH_KEYS)}")
-    unknown = set(value) - set(PYTORCH_KEYS)
-    if unknown:
-        raise _fail("pytorch", f"unknown key(s) {sorted(unknown)}; known: {sorted(PYTORCH_KEYS)} (others: llm_api:)")
-    return value
-
-
-def parse_llm_api(value: Any) -> dict[str, Any]:
-    value = value or {}
-    if not isinstance(value, dict) or any(not isinstance(k, str) for k in value):
-        raise _fail("llm_api", f"expected a mapping of LLM API option -> value, got {value!r}")
-    return value
+def parse_servers(value: list[str] | None) -> list[str]:
+    return ["triton"] if value is None else [server for server in SERVERS if server in value]
 
 
 def variants(flows: list[str], servers: list[str], field: str) -> list[tuple[str, str]]:

@@ -25,11 +25,13 @@ Sweep definition (``trtsweep_sweep``)::
       min_gpu_memory_gb: null           # smallest GPU memory a point needs
       weights: {}                       # point-id glob -> expected work (default 1.0 per point)
 
-`expand` checks everything it can before a host is touched, each problem one line naming the field: every
-number's range, the prompts file (read with llm-perf's own loader; a relative path starts at `base_dir`), the
-`triton:` keys and values as the serving TensorRT-LLM version's repository takes them, control characters in
-paths. Every point carries `input_data_sha256`, the prompts file's content hash, so a rerun after the file was
-edited reruns its points (resume compares settings hashes, `trtsweep.fleet.status`). `tests/unit/test_schema_reaches.py`
+`expand` checks everything it can before a host is touched, each problem one line naming the field: first the
+file against its schema (trtsweep.sweep.schema: every key, type and range, declared once; `trtsweep schema` prints
+it for editors), then what one field cannot say alone: precisions against the backend and flows, the prompts file
+(read with llm-perf's own loader; a relative path starts at `base_dir`), the `triton:` keys and values as the
+serving TensorRT-LLM version's repository takes them, request inputs against the served ensemble. Every point
+carries `input_data_sha256`, the prompts file's content hash, so a rerun after the file was edited reruns its
+points (resume compares settings hashes, `trtsweep.fleet.status`). `tests/unit/test_schema_reaches.py`
 proves that every key reaches the role, module or plan it configures.
 """
 
@@ -45,75 +47,25 @@ from typing import Any
 from trtsweep.common.fileio import file_sha256
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.dataset import load_jsonl
-from trtsweep.sweep import flows
-from trtsweep.sweep.slo import check as slo_check
-from trtsweep.toolchain.precisions import KV_CACHE_DTYPES
+from trtsweep.sweep import flows, schema
 from trtsweep.toolchain.precisions import PRECISIONS as TRTLLM_PRECISIONS
-from trtsweep.toolchain.versions import FAMILIES
 from trtsweep.triton import interface as triton_interface
 from trtsweep.triton import repository as triton_repository
 from trtsweep.triton import versions as triton_versions
 
 BACKENDS = ("hf", "tensorrtllm")
-PRECISIONS = {"hf": ("float32", "bfloat16", "float16", "int8"), "tensorrtllm": TRTLLM_PRECISIONS}
-# The TensorRT-LLM installation a tensorrtllm sweep builds with (all points share it).
-TRTLLM_KEYS = {
-    "version": "TensorRT-LLM version of the build container / install, e.g. 0.11.0 (required)",
-    "family": "model family of convert_checkpoint.py: llama | qwen (required)",
-    "dir": "TensorRT-LLM source tree holding examples/ (convert_checkpoint.py, quantize.py)",
-    "python": "python of that install",
-    "runtime": "native | container (build steps; the Triton runtime comes from trtsweep_triton_runtime)",
-    "container_image": "TRT-LLM (Triton) image for the container runtime",
-    "kv_cache_dtype": "int8 | fp8 KV cache, or null",
-    "calib_size": "calibration samples (quantize.py / SmoothQuant)",
-    "calibrate_on_prompts": "calibrate on the benchmark's own prompts instead of the tool's default dataset",
-    "modelopt_dir": "pytorch flow: ModelOpt's checkout holding examples/llm_ptq (quantizes fp8, nvfp4, int4_awq, ...)",
-}
-PROTOCOLS = ("grpc", "http")
+PRECISIONS = {"hf": schema.HF_PRECISIONS, "tensorrtllm": TRTLLM_PRECISIONS}
+# the keys of each part of the sweep, as its schema declares them (with their descriptions)
+TRTLLM_KEYS = {key: field.description for key, field in schema.Trtllm.model_fields.items()}
 AXES = ("models", "precisions", "parallelism", "max_batch_sizes", "lengths", "streaming")
-KNOWN = {
-    "name",
-    "backend",
-    "flow",
-    "servers",
-    "pytorch",
-    "llm_api",
-    "trtllm",
-    "triton",
-    "benchmark",
-    "placement",
-    "slo",
-    *AXES,
-}
-PLACEMENT_MODES = ("exclusive", "pack")
-PLACEMENT_KEYS = {"mode", "gpus_per_point", "gpu_type", "min_gpu_memory_gb", "weights"}
-BENCHMARK_KEYS = {
-    "protocol",
-    "concurrency",
-    "input_data",
-    "num_requests",
-    "warmup_requests",
-    "max_tokens",
-    "chat_template",
-    "seed",
-    "extra_inputs",
-    "request_timeout",
-    "stall_timeout",
-    "connect_timeout",
-}
+KNOWN = set(schema.Sweep.model_fields)
+PLACEMENT_KEYS = set(schema.Placement.model_fields)
+BENCHMARK_KEYS = set(schema.Benchmark.model_fields)
 # what a point's benchmark holds when the sweep leaves a key out (llm-perf's own defaults)
 BENCHMARK_DEFAULTS: dict[str, Any] = {
-    "protocol": "grpc",
-    "concurrency": [1],
-    "num_requests": None,  # one request per record
-    "warmup_requests": 1,
-    "max_tokens": None,  # the record's max_tokens, else the reference output's token count, else 128
-    "chat_template": False,
-    "seed": 0,
-    "extra_inputs": {},
-    "request_timeout": 600,
-    "stall_timeout": 60,  # 0: off
-    "connect_timeout": 10,
+    key: field.get_default(call_default_factory=True)
+    for key, field in schema.Benchmark.model_fields.items()
+    if not field.is_required()
 }
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # engine / tokenizer directory while planning: not built yet (repository checks against it are skipped)
@@ -143,77 +95,17 @@ def _fail(field: str, problem: str) -> TrtsweepError:
     return TrtsweepError(f"sweep field '{field}': {problem}")
 
 
-def _list(sweep: dict[str, Any], key: str) -> list[Any]:
-    value = sweep.get(key)
-    if not isinstance(value, list) or not value:
-        raise _fail(key, f"expected a non-empty list, got {value!r}")
-    return value
-
-
-def _positive(field: str, value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise _fail(field, f"expected a positive integer, got {value!r}")
-    return value
-
-
-def _integer(field: str, value: Any, minimum: int | None = None) -> int:
-    """An int (not a bool) of at least `minimum`."""
-    if not isinstance(value, int) or isinstance(value, bool) or (minimum is not None and value < minimum):
-        expected = "an integer" if minimum is None else f"an integer >= {minimum}"
-        raise _fail(field, f"expected {expected}, got {value!r}")
-    return value
-
-
-def _seconds(field: str, value: Any, zero: str | None = None) -> float:
-    """A number of seconds > 0 (>= 0 when `zero` says what 0 means)."""
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if not number or value < 0 or (value == 0 and zero is None) or value != value or value == float("inf"):
-        expected = f"a number of seconds >= 0 (0: {zero})" if zero else "a positive number of seconds"
-        raise _fail(field, f"expected {expected}, got {value!r}")
-    return value
-
-
-def _no_control_characters(field: str, value: str) -> None:
-    bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7F), None)
-    if bad is not None:
-        raise _fail(field, f"{value!r} contains the control character {bad!r}")
-
-
-def _model(index: int, entry: Any) -> dict[str, Any]:
+def _model(index: int, entry: dict[str, Any]) -> dict[str, Any]:
     field = f"models[{index}]"
-    if not isinstance(entry, dict) or not isinstance(entry.get("repo_id"), str) or "/" not in entry["repo_id"]:
-        raise _fail(field, "expected {repo_id: owner/name, name: ..., revision: ...}")
-    _no_control_characters(f"{field}.repo_id", entry["repo_id"])
-    if entry.get("revision") is not None:
-        if not isinstance(entry["revision"], str):
-            raise _fail(f"{field}.revision", f"expected a branch, tag or commit, got {entry['revision']!r}")
-        _no_control_characters(f"{field}.revision", entry["revision"])
     name = entry.get("name") or entry["repo_id"].split("/")[-1].lower()
-    if not NAME.match(name):
+    if not NAME.match(name):  # derived from repo_id
         raise _fail(f"{field}.name", f"{name!r} must be letters, digits, '.', '_' or '-'")
     model = {"repo_id": entry["repo_id"], "name": name, "revision": entry.get("revision")}
     if entry.get("flow") is not None:  # this model's flows, over the sweep's
-        model["flow"] = flows.parse_flows(f"{field}.flow", entry["flow"])
+        model["flow"] = flows.parse_flows(entry["flow"])
     if entry.get("extra_inputs") is not None:  # this model's points only, over benchmark.extra_inputs
-        model["extra_inputs"] = _extra_inputs(entry["extra_inputs"], f"{field}.extra_inputs")
+        model["extra_inputs"] = entry["extra_inputs"]
     return model
-
-
-def _extra_inputs(value: Any, field: str = "benchmark.extra_inputs") -> dict[str, Any]:
-    """Request inputs passed as llm-perf --extra-inputs name:value,...: names and values must survive that."""
-    if not isinstance(value, dict):
-        raise _fail(field, f"expected a mapping of request input -> value, got {value!r}")
-    for key, item in value.items():
-        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            raise _fail(field, f"input name {key!r} must be letters, digits and '_'")
-        items = item if isinstance(item, list) else [item]  # a list: one tensor of that many elements
-        if any(isinstance(i, float) and i != i for i in items):
-            raise _fail(f"{field}.{key}", "NaN is not a request input value")
-        scalars = all(isinstance(i, str | int | float | bool) and i != "" for i in items)
-        if not items or not scalars or len({type(i) for i in items}) > 1:
-            expected = "a number, boolean or non-empty string, or a non-empty list of one of them"
-            raise _fail(f"{field}.{key}", f"expected {expected}, got {item!r}")
-    return value
 
 
 # a request input's Triton type -> the values a sweep may give it (llm-perf sends one value of that type)
@@ -250,68 +142,25 @@ def _check_extra_inputs(point: dict[str, Any], field: str, inputs: dict[str, Any
             raise _fail(f"{field}.{key}", f"{key} is {kind}: expected {expected}, got {value!r}")
 
 
-def _benchmark(value: Any, base_dir: Path) -> tuple[dict[str, Any], Path]:
+def _benchmark(value: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any], Path]:
     """The benchmark with llm-perf's defaults filled in, and the prompts file it reads (checked)."""
-    if not isinstance(value, dict):
-        raise _fail("benchmark", "expected a mapping")
-    unknown = set(value) - BENCHMARK_KEYS
-    if unknown:
-        raise _fail("benchmark", f"unknown key(s) {sorted(unknown)}; known: {sorted(BENCHMARK_KEYS)}")
     value = {**BENCHMARK_DEFAULTS, **value}
-    if value["protocol"] not in PROTOCOLS:
-        raise _fail("benchmark.protocol", f"expected one of {PROTOCOLS}, got {value['protocol']!r}")
-    concurrency = value["concurrency"]
-    if not isinstance(concurrency, list) or not concurrency:
-        raise _fail("benchmark.concurrency", "expected a non-empty list of positive integers")
-    for c in concurrency:
-        _positive("benchmark.concurrency", c)
-    if not isinstance(value.get("input_data"), str) or not value["input_data"].strip():
-        raise _fail("benchmark.input_data", "expected the path of a jsonl prompts file")
-    _no_control_characters("benchmark.input_data", value["input_data"])
-    for key in ("num_requests", "max_tokens"):  # null: one request per record / the reference's token count
-        if value[key] is not None:
-            _positive(f"benchmark.{key}", value[key])
-    _integer("benchmark.warmup_requests", value["warmup_requests"], 0)
-    _integer("benchmark.seed", value["seed"])
-    if not isinstance(value["chat_template"], bool):
-        raise _fail("benchmark.chat_template", f"expected true or false, got {value['chat_template']!r}")
-    _seconds("benchmark.request_timeout", value["request_timeout"])
-    _seconds("benchmark.connect_timeout", value["connect_timeout"])
-    _seconds("benchmark.stall_timeout", value["stall_timeout"], zero="no stall check")
-    _extra_inputs(value["extra_inputs"])
     return value, check_input_data(value["input_data"], base_dir)
 
 
-def _trtllm(backend: str, value: Any) -> dict[str, Any]:
+def _trtllm(backend: str, value: dict[str, Any] | None) -> dict[str, Any]:
+    """The installation with its defaults; the keys a tensorrtllm sweep needs (the schema says which exist)."""
     if backend != "tensorrtllm":
         if value:
             raise _fail("trtllm", "only used with backend: tensorrtllm")
         return {}
-    if not isinstance(value, dict):
+    if value is None:
         raise _fail("trtllm", f"backend tensorrtllm needs a mapping with {sorted(TRTLLM_KEYS)}")
-    unknown = set(value) - set(TRTLLM_KEYS)
-    if unknown:
-        raise _fail("trtllm", f"unknown key(s) {sorted(unknown)}; known: {sorted(TRTLLM_KEYS)}")
-    if not isinstance(value.get("version"), str):
+    if value.get("version") is None:
         raise _fail("trtllm.version", "expected the TensorRT-LLM version as a string, e.g. '0.11.0'")
     flows.release_key(value["version"])  # each flow checks the release it needs (flows.release)
-    if value.get("family") not in FAMILIES:
-        raise _fail("trtllm.family", f"expected one of {FAMILIES}, got {value.get('family')!r}")
-    if value.get("runtime", "native") not in ("native", "container"):
-        raise _fail("trtllm.runtime", f"expected native or container, got {value.get('runtime')!r}")
-    for key in ("dir", "python", "container_image", "modelopt_dir"):
-        if value.get(key) is not None:
-            if not isinstance(value[key], str) or not value[key]:
-                raise _fail(f"trtllm.{key}", f"expected a non-empty string, got {value[key]!r}")
-            _no_control_characters(f"trtllm.{key}", value[key])
-    if value.get("calib_size") is not None:
-        _positive("trtllm.calib_size", value["calib_size"])
-    if value.get("kv_cache_dtype") not in (None, *KV_CACHE_DTYPES):
-        raise _fail(
-            "trtllm.kv_cache_dtype", f"expected one of {KV_CACHE_DTYPES} or null, got {value['kv_cache_dtype']!r}"
-        )
-    if not isinstance(value.get("calibrate_on_prompts", False), bool):
-        raise _fail("trtllm.calibrate_on_prompts", f"expected true or false, got {value['calibrate_on_prompts']!r}")
+    if value.get("family") is None:
+        raise _fail("trtllm.family", f"backend tensorrtllm needs one of {schema.FAMILIES}")
     return {"runtime": "native", "python": "python3", "calibrate_on_prompts": False, **value}
 
 
@@ -320,8 +169,6 @@ def _triton(backend: str, trtllm: dict[str, Any], value: Any, engine: bool) -> d
     keys of the serving version's tensorrt_llm model; tensorrtllm: a version the repository step has facts for.
     (The pytorch flow's Triton model takes its settings from model.yaml: `pytorch:` and `llm_api:`.)"""
     value = value or {}
-    if not isinstance(value, dict):
-        raise _fail("triton", "expected a mapping of triton_repo parameters")
     if not engine:
         if value:
             raise _fail("triton", "only for the engine flow's repository; the pytorch flow takes pytorch: and llm_api:")
@@ -341,34 +188,13 @@ def _triton(backend: str, trtllm: dict[str, Any], value: Any, engine: bool) -> d
     return value
 
 
-def _placement(backend: str, value: Any) -> dict[str, Any]:
+def _placement(backend: str, value: dict[str, Any] | None) -> dict[str, Any]:
     value = value or {}
-    if not isinstance(value, dict):
-        raise _fail("placement", f"expected a mapping with {sorted(PLACEMENT_KEYS)}")
-    unknown = set(value) - PLACEMENT_KEYS
-    if unknown:
-        raise _fail("placement", f"unknown key(s) {sorted(unknown)}; known: {sorted(PLACEMENT_KEYS)}")
-    mode = value.get("mode", "exclusive")
-    if mode not in PLACEMENT_MODES:
-        raise _fail("placement.mode", f"expected one of {PLACEMENT_MODES}, got {mode!r}")
     gpus = value.get("gpus_per_point", 0)
-    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
-        raise _fail("placement.gpus_per_point", f"expected a non-negative integer, got {gpus!r}")
     if gpus and backend != "hf":
         raise _fail("placement.gpus_per_point", "only for backend hf (tensorrtllm points take tp x pp GPUs)")
-    gpu_type = value.get("gpu_type")
-    if gpu_type is not None and (not isinstance(gpu_type, str) or not gpu_type.strip()):
-        raise _fail("placement.gpu_type", f"expected part of a GPU name such as 'H100', got {gpu_type!r}")
-    memory = value.get("min_gpu_memory_gb")
-    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int | float) or memory <= 0):
-        raise _fail("placement.min_gpu_memory_gb", f"expected a positive number of GiB, got {memory!r}")
-    weights = value.get("weights") or {}
-    if not isinstance(weights, dict) or any(
-        not isinstance(k, str) or isinstance(w, bool) or not isinstance(w, int | float) or w <= 0
-        for k, w in weights.items()
-    ):
-        raise _fail("placement.weights", "expected a mapping of point-id glob -> positive number")
-    return {"mode": mode, "gpus_per_point": gpus, "gpu_type": gpu_type, "min_gpu_memory_gb": memory, "weights": weights}
+    return {"mode": value.get("mode", "exclusive"), "gpus_per_point": gpus, "gpu_type": value.get("gpu_type"),
+            "min_gpu_memory_gb": value.get("min_gpu_memory_gb"), "weights": value.get("weights") or {}}  # fmt: skip
 
 
 def _weight(point_id: str, weights: dict[str, float]) -> float:
@@ -382,23 +208,13 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
 
     `base_dir`: where a relative `benchmark.input_data` is (default: `default_base_dir()`); the prompts file is
     read here, so a missing or malformed one fails the plan, not the benchmark of every point."""
-    if not isinstance(sweep, dict):
-        raise TrtsweepError("trtsweep_sweep must be a mapping (see planning.py for the schema)")
-    unknown = set(sweep) - KNOWN
-    if unknown:
-        raise TrtsweepError(f"sweep: unknown field(s) {sorted(unknown)}; known: {sorted(KNOWN)}")
-    slo_check(sweep.get("slo"))  # the report judges by it: a bad SLO fails the plan, not the report
-    name = sweep.get("name")
-    if not isinstance(name, str) or not NAME.match(name):
-        raise _fail("name", f"expected a name of letters, digits, '.', '_' or '-', got {name!r}")
-    backend = sweep.get("backend", "hf")
-    if backend not in BACKENDS:
-        raise _fail("backend", f"expected one of {BACKENDS}, got {backend!r}")
-    models = [_model(i, m) for i, m in enumerate(_list(sweep, "models"))]
-    sweep_flows = flows.parse_flows("flow", sweep.get("flow", "engine"))
+    schema.validate(sweep)  # every key, type and range (the slo too: a bad SLO fails the plan, not the report)
+    name, backend = sweep["name"], sweep.get("backend", "hf")
+    models = [_model(i, m) for i, m in enumerate(sweep["models"])]
+    sweep_flows = flows.parse_flows(sweep.get("flow", "engine"))
     servers = flows.parse_servers(sweep.get("servers"))
     used_flows = {f for m in models for f in m.get("flow", sweep_flows)}
-    precisions = _list(sweep, "precisions")
+    precisions = sweep["precisions"]
     known = PRECISIONS[backend] + (
         flows.PYTORCH_PRECISIONS if backend == "tensorrtllm" and "pytorch" in used_flows else ()
     )
@@ -407,35 +223,20 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
             raise _fail(
                 "precisions", f"{p!r} is not supported by backend {backend}; expected {tuple(dict.fromkeys(known))}"
             )
-    parallelism = []
-    for i, par in enumerate(_list(sweep, "parallelism")):
-        if not isinstance(par, dict):
-            raise _fail(f"parallelism[{i}]", "expected {tp: N, pp: M}")
-        parallelism.append(
-            (_positive(f"parallelism[{i}].tp", par.get("tp", 1)), _positive(f"parallelism[{i}].pp", par.get("pp", 1)))
-        )
+    parallelism = [(par.get("tp", 1), par.get("pp", 1)) for par in sweep["parallelism"]]
     if backend == "hf" and any(tp * pp != 1 for tp, pp in parallelism):
         raise _fail("parallelism", "backend hf serves one rank; use tp: 1, pp: 1 (TP/PP need tensorrtllm)")
-    batch_sizes = [_positive("max_batch_sizes", b) for b in _list(sweep, "max_batch_sizes")]
-    lengths = []
-    for i, ln in enumerate(_list(sweep, "lengths")):
-        if not isinstance(ln, dict):
-            raise _fail(f"lengths[{i}]", "expected {input: N, output: M}")
-        lengths.append(
-            (_positive(f"lengths[{i}].input", ln.get("input")), _positive(f"lengths[{i}].output", ln.get("output")))
-        )
+    batch_sizes = sweep["max_batch_sizes"]
+    lengths = [(ln["input"], ln["output"]) for ln in sweep["lengths"]]
     if backend == "hf" and len(lengths) > 1:  # they are trtllm-build's engine limits; the hf backend has none
         raise _fail("lengths", "backend hf has no engine length limits, so more than one entry measures the same")
-    streaming = _list(sweep, "streaming")
-    if any(not isinstance(s, bool) for s in streaming):
-        raise _fail("streaming", "expected a list of booleans")
+    streaming = sweep["streaming"]
     trtllm = _trtllm(backend, sweep.get("trtllm"))
     for flow in sorted(used_flows):  # a release without a flow the sweep asks for fails before anything else
         flows.release(backend, trtllm.get("version"), flow, "trtllm.version")
     triton = _triton(backend, trtllm, sweep.get("triton"), "engine" in used_flows)
-    pytorch = flows.parse_pytorch(sweep.get("pytorch"))
-    llm_api = flows.parse_llm_api(sweep.get("llm_api"))
-    benchmark, prompts = _benchmark(sweep.get("benchmark"), default_base_dir() if base_dir is None else base_dir)
+    pytorch, llm_api = sweep.get("pytorch") or {}, sweep.get("llm_api") or {}
+    benchmark, prompts = _benchmark(sweep["benchmark"], default_base_dir() if base_dir is None else base_dir)
     prompts_sha256 = file_sha256(prompts)  # in every point: an edited prompts file changes its settings hash
     placement = _placement(backend, sweep.get("placement"))
 

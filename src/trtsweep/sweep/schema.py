@@ -1,0 +1,468 @@
+"""The sweep file's schema, declared once: typed pydantic models of every key the planner reads.
+
+`validate` checks a sweep (the mapping under `trtsweep_sweep:`) against `Sweep` before `planning.expand` reads it
+and turns the first problem into one line, `sweep field '<dotted path>': expected <what>, got <value>`, where
+<what> is read from the JSON Schema of the field (the same schema editors get from `sweep.schema.json`, written
+by `trtsweep schema`). What one field cannot say alone stays with the planner, after this: a precision against
+the backend and flow, `trtllm.version` against the releases trtsweep has tables of, `triton:` against the serving
+release's repository parameters, `pytorch:` / `llm_api:` against its LLM API, request inputs against its ensemble.
+
+The sweep file is data, so its values are taken as YAML gives them (strict: `"10"` is not a number, `true` is not
+1); a valid sweep is returned unchanged (defaults are filled in by the planner, as before).
+"""
+
+from __future__ import annotations
+
+import functools
+import keyword
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    ValidationError,
+    WithJsonSchema,
+)
+from pydantic_core import core_schema as cs
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.sweep.flows import PYTORCH_PRECISIONS
+from trtsweep.toolchain.precisions import KV_CACHE_DTYPES
+from trtsweep.toolchain.precisions import PRECISIONS as TRTLLM_PRECISIONS
+from trtsweep.toolchain.versions import FAMILIES
+
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+HF_PRECISIONS = ("float32", "bfloat16", "float16", "int8")
+ALL_PRECISIONS = tuple(dict.fromkeys((*HF_PRECISIONS, *TRTLLM_PRECISIONS, *PYTORCH_PRECISIONS)))
+ACCURACY_METRICS = ("rougeL", "rouge1", "rouge2", "bleu", "chrf", "exact", "contains", "corpus_bleu", "corpus_chrf")
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+INPUT_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+# -- value types -------------------------------------------------------------------------------------------------
+
+
+def _no_control_characters(value: str | None) -> str | None:
+    bad = next((c for c in value or "" if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        raise ValueError(f"{value!r} contains the control character {bad!r}")
+    return value
+
+
+def _unique(value: list[Any]) -> list[Any]:
+    if len(set(value)) != len(value):
+        raise ValueError(f"expected a list without repeats, got {value!r}")
+    return value
+
+
+def _as_list(value: Any) -> Any:
+    return value if isinstance(value, list) else [value]
+
+
+class _OneOrMany:
+    """A value or a list of values: validated as the list, shown to editors as either."""
+
+    def __get_pydantic_json_schema__(self, schema: cs.CoreSchema, handler: GetJsonSchemaHandler) -> dict[str, Any]:
+        listed = handler(schema)
+        return {"anyOf": [listed["items"], listed]}
+
+
+INPUT_SCALAR: dict[str, Any] = {"anyOf": [{"type": "boolean"}, {"type": "number"}, {"type": "string", "minLength": 1}]}
+INPUT_VALUE_SCHEMA: dict[str, Any] = {
+    "anyOf": [*INPUT_SCALAR["anyOf"], {"type": "array", "minItems": 1, "items": INPUT_SCALAR}],
+    "description": "one value, or a list of values of one type (one tensor of that many elements)",
+}
+
+
+def _input_value(value: Any) -> Any:
+    """A request input passed as llm-perf --extra-inputs name:value,...: it must survive that."""
+    items = value if isinstance(value, list) else [value]
+    if any(isinstance(i, float) and math.isnan(i) for i in items):
+        raise ValueError("NaN is not a request input value")
+    scalars = all(isinstance(i, str | int | float | bool) and i != "" for i in items)
+    if not items or not scalars or len({type(i) for i in items}) > 1:
+        expected = "a number, boolean or non-empty string, or a non-empty list of one of them"
+        raise ValueError(f"expected {expected}, got {value!r}")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_control_characters)]
+PathText = Annotated[str, Field(min_length=1), AfterValidator(_no_control_characters)]
+PositiveInt = Annotated[int, Field(gt=0)]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Flow = Literal["engine", "pytorch"]
+Flows = Annotated[
+    list[Flow], BeforeValidator(_as_list), Field(min_length=1, json_schema_extra={"uniqueItems": True}),
+    AfterValidator(_unique), _OneOrMany(),
+]  # fmt: skip
+Servers = Annotated[
+    list[Literal["triton", "trtllm-serve"]], Field(min_length=1, json_schema_extra={"uniqueItems": True}),
+    AfterValidator(_unique),
+]  # fmt: skip
+InputName = Annotated[str, Field(pattern=INPUT_NAME_PATTERN)]
+InputValue = Annotated[Any, AfterValidator(_input_value), WithJsonSchema(INPUT_VALUE_SCHEMA)]
+ExtraInputs = Annotated[dict[InputName, InputValue], Field(json_schema_extra={"additionalProperties": False})]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# -- the sweep ---------------------------------------------------------------------------------------------------
+
+
+class ModelEntry(_Strict):
+    """One model of the sweep (each is one value of the matrix's model axis)."""
+
+    repo_id: Text = Field(pattern="/", description="Hugging Face repository, owner/name")
+    name: str | None = Field(
+        None, pattern=NAME_PATTERN,
+        description="short name in point ids and results (default: the repo's name, lower-cased)",
+    )  # fmt: skip
+    revision: Text | None = Field(
+        None, description="branch, tag or commit of the repository (null: the default branch)"
+    )
+    flow: Flows | None = Field(None, description="this model's flows, over the sweep's `flow:`")
+    extra_inputs: ExtraInputs | None = Field(
+        None, description="request inputs of this model's points, over `benchmark.extra_inputs`"
+    )
+
+
+class Parallelism(_Strict):
+    tp: PositiveInt = Field(1, description="tensor-parallel ranks")
+    pp: PositiveInt = Field(1, description="pipeline-parallel ranks")
+
+
+class Lengths(_Strict):
+    input: PositiveInt = Field(description="max input tokens (the engine's max_input_len)")
+    output: PositiveInt = Field(description="max output tokens (the engine's max_output_len)")
+
+
+class Trtllm(_Strict):
+    """The TensorRT-LLM installation a tensorrtllm sweep builds with (all points share it)."""
+
+    version: str = Field(
+        None, description="TensorRT-LLM version of the build container / install, e.g. 0.11.0 (required)"
+    )
+    family: Literal[FAMILIES] = Field(  # type: ignore[valid-type]
+        None, description="model family of convert_checkpoint.py: llama | qwen (required)"
+    )
+    dir: PathText | None = Field(
+        None, description="TensorRT-LLM source tree holding examples/ (convert_checkpoint.py, quantize.py)"
+    )
+    python: PathText | None = Field(None, description="python of that install")
+    runtime: Literal["native", "container"] = Field(
+        "native", description="native | container (build steps; the Triton runtime comes from trtsweep_triton_runtime)"
+    )
+    container_image: PathText | None = Field(None, description="TRT-LLM (Triton) image for the container runtime")
+    kv_cache_dtype: Literal[KV_CACHE_DTYPES] | None = Field(  # type: ignore[valid-type]
+        None, description="int8 | fp8 KV cache, or null"
+    )
+    calib_size: PositiveInt | None = Field(None, description="calibration samples (quantize.py / SmoothQuant)")
+    calibrate_on_prompts: bool = Field(
+        False, description="calibrate on the benchmark's own prompts instead of the tool's default dataset"
+    )
+    modelopt_dir: PathText | None = Field(
+        None,
+        description="pytorch flow: ModelOpt's checkout holding examples/llm_ptq (quantizes fp8, nvfp4, int4_awq, ...)",
+    )
+
+
+class Pytorch(_Strict):
+    """The PyTorch flow's LLM API settings (null: the release's default); checked against the release's table."""
+
+    max_num_tokens: PositiveInt | None = Field(
+        None, description="tokens one forward pass may batch (null: the release's default)"
+    )
+    kv_cache_free_gpu_memory_fraction: float | None = Field(
+        None, description="share of free GPU memory the KV cache takes"
+    )
+    enable_block_reuse: bool | None = Field(None, description="KV-cache block reuse across requests")
+    cuda_graph_batch_sizes: list[PositiveInt] | None = Field(
+        None, description="batch sizes CUDA graphs are captured for (a list; [] captures none)"
+    )
+    disable_overlap_scheduler: bool | None = Field(None, description="turn the overlap scheduler off")
+    enable_chunked_prefill: bool | None = Field(None, description="chunked prefill")
+    attn_backend: str | None = Field(None, description="attention backend, e.g. TRTLLM | FLASHINFER")
+    ep: PositiveInt | None = Field(None, description="MoE expert parallelism (moe_expert_parallel_size)")
+    enable_iter_perf_stats: bool = Field(
+        True,
+        description="per-iteration stats (batch, queue, KV cache) that llm-perf reads from trtllm-serve's /metrics "
+        "each level (default true; false saves their small cost)",
+    )
+
+
+class Benchmark(_Strict):
+    """How llm-perf measures every point (left out: llm-perf's own defaults)."""
+
+    protocol: Literal["grpc", "http"] = Field("grpc", description="Triton's grpc or http endpoint")
+    concurrency: list[PositiveInt] = Field(
+        [1], min_length=1, description="closed-loop concurrency levels, each measured in turn"
+    )
+    input_data: PathText = Field(
+        pattern=r"\S",
+        description="jsonl prompts file ({'input': ..., 'output': ...} or {'messages': ...} per line); a relative "
+        "path starts at the checkout holding sweep.yml",
+    )
+    num_requests: PositiveInt | None = Field(None, description="measured requests per level (null: one per record)")
+    warmup_requests: int = Field(1, ge=0, description="requests per level excluded from the numbers")
+    max_tokens: PositiveInt | None = Field(
+        None,
+        description="fixed output budget (null: the record's max_tokens, else the reference output's token count, "
+        "else 128)",
+    )
+    chat_template: bool = Field(False, description="wrap inputs with the tokenizer's chat template")
+    seed: int = Field(0, description="seed of the request order")
+    extra_inputs: ExtraInputs = Field(
+        {}, description="extra request inputs of every point, name -> value, e.g. {top_k: 1} (the ensemble's names)"
+    )
+    request_timeout: Seconds = Field(600, description="seconds per request")
+    stall_timeout: float = Field(
+        60, ge=0, allow_inf_nan=False,
+        description="seconds without a finished request before a level is given up (0: no stall check)",
+    )  # fmt: skip
+    connect_timeout: Seconds = Field(10, description="seconds to reach the server")
+
+
+class Placement(_Strict):
+    """Where points run (see trtsweep.fleet.placement)."""
+
+    mode: Literal["exclusive", "pack"] = Field(
+        "exclusive", description="exclusive: one point per host at a time | pack: side by side"
+    )
+    gpus_per_point: int = Field(0, ge=0, description="backend hf only: GPUs an hf point takes (0 = CPU point)")
+    gpu_type: str | None = Field(None, pattern=r"\S", description="substring of the GPU name a point needs, e.g. H100")
+    min_gpu_memory_gb: float | None = Field(None, gt=0, description="smallest GPU memory (GiB) a point needs")
+    weights: dict[str, Annotated[float, Field(gt=0)]] | None = Field(
+        None, description="point-id glob -> expected work (default 1.0 per point; the last matching glob wins)"
+    )
+
+
+class Slo(_Strict):
+    """Service-level objectives the report's verdict judges the measured rows by (trtsweep.sweep.slo)."""
+
+    ttft_p99_ms: float = Field(None, ge=0, description="time to first token, 99th percentile (ms)")
+    tpot_p99_ms: float = Field(None, ge=0, description="time per output token (AIPerf's ITL), 99th percentile (ms)")
+    e2e_p99_ms: float = Field(None, ge=0, description="end-to-end latency, 99th percentile (ms)")
+    min_success_rate: float = Field(None, ge=0, le=1, description="succeeded / requests of the level")
+    max_accuracy_drop: float = Field(
+        None, ge=0, le=1,
+        description="accuracy_metric may fall at most this far below the same model at the sweep's highest precision "
+        "(at the same concurrency)",
+    )  # fmt: skip
+    min_accuracy: float = Field(None, ge=0, le=1, description="and never below this")
+    accuracy_metric: Literal[ACCURACY_METRICS] = Field(  # type: ignore[valid-type]
+        "rougeL", description="the accuracy column judged (default rougeL)"
+    )
+
+
+TRTLLM_REQUIRED = {
+    "if": {"properties": {"backend": {"const": "tensorrtllm"}}, "required": ["backend"]},
+    "then": {"required": ["trtllm"], "properties": {"trtllm": {"type": "object", "required": ["version", "family"]}}},
+    "else": {"properties": {"trtllm": {"anyOf": [{"type": "null"}, {"type": "object", "maxProperties": 0}]}}},
+}
+
+
+class Sweep(_Strict):
+    """One sweep: the matrix of models x precisions x parallelism x max batch sizes x lengths x streaming."""
+
+    model_config = ConfigDict(title="trtsweep sweep", json_schema_extra=TRTLLM_REQUIRED)
+
+    name: str = Field(pattern=NAME_PATTERN, description="the sweep's name: results/<name>/")
+    backend: Literal["hf", "tensorrtllm"] = Field("hf", description="hf (transformers, no GPU needed) | tensorrtllm")
+    flow: Flows = Field(
+        "engine", description="engine | pytorch | [engine, pytorch]: TensorRT-LLM's flows (each point once per flow)"
+    )
+    servers: Servers | None = Field(
+        None, description="the pytorch flow's servers (default [triton]); the engine flow is served by Triton"
+    )
+    pytorch: Pytorch | None = Field(None, description="the PyTorch flow's LLM API settings")
+    llm_api: dict[str, Any] | None = Field(
+        None, description="pytorch flow: any other LLM API option -> value, checked against the release's table"
+    )
+    trtllm: Trtllm | None = Field(None, description="tensorrtllm only: the TensorRT-LLM installation")
+    triton: dict[str, Any] | None = Field(
+        None,
+        description="engine flow: extra triton_repo parameters for every point (checked against the serving "
+        "release's repository: trtsweep.triton.repository)",
+    )
+    models: list[ModelEntry] = Field(min_length=1, description="one or more models")
+    precisions: list[Literal[ALL_PRECISIONS]] = Field(  # type: ignore[valid-type]
+        min_length=1,
+        description="hf: float32 | bfloat16 | float16 | int8 (weight-only, CPU); tensorrtllm: the engine flow's "
+        "quantizations, the pytorch flow's dtypes and ModelOpt quantizations",
+    )
+    parallelism: list[Parallelism] = Field(min_length=1, description="tp x pp layouts (hf: one rank)")
+    max_batch_sizes: list[PositiveInt] = Field(min_length=1, description="engine / server max batch sizes")
+    lengths: list[Lengths] = Field(
+        min_length=1, description="engine limits (max_input_len / output); hf: one entry (no engine)"
+    )
+    streaming: list[bool] = Field(min_length=1, description="streamed (decoupled) and / or unstreamed serving")
+    benchmark: Benchmark = Field(description="how llm-perf measures every point")
+    placement: Placement | None = Field(None, description="where points run (see trtsweep.fleet.placement)")
+    slo: Slo | None = Field(None, description="service-level objectives the report judges by")
+
+
+class SweepFile(BaseModel):
+    """A sweep file: `ansible-playbook sweep.yml -e @<file>`, `trtsweep plan <file>`."""
+
+    model_config = ConfigDict(title="trtsweep sweep file")
+
+    trtsweep_sweep: Sweep
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a sweep file, as `trtsweep schema` prints it."""
+    return {"$schema": JSON_SCHEMA_DIALECT, **SweepFile.model_json_schema()}
+
+
+# -- one-line errors ---------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema()
+
+
+def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in node:
+        node = {**root["$defs"][node["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+    return node
+
+
+def _child(node: dict[str, Any], seg: str | int, root: dict[str, Any]) -> dict[str, Any]:
+    node = _resolve(node, root)
+    for alternative in node.get("anyOf", []):
+        found = _child(alternative, seg, root)
+        if found:
+            return found
+    if isinstance(seg, int) and "items" in node:
+        return node["items"]
+    if seg in node.get("properties", {}):
+        return node["properties"][seg]
+    if isinstance(node.get("additionalProperties"), dict):
+        return node["additionalProperties"]
+    return next(iter(node.get("patternProperties", {}).values()), {})
+
+
+def _number(value: Any) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def describe(node: dict[str, Any], root: dict[str, Any]) -> str:
+    """What a JSON Schema node accepts, in words (null left out: the message is about a value that was given)."""
+    node = _resolve(node, root)
+    if "anyOf" in node:
+        alternatives = [a for a in node["anyOf"] if _resolve(a, root).get("type") != "null"]
+        return " or ".join(describe(a, root) for a in alternatives)
+    if "enum" in node:
+        return "one of " + ", ".join(repr(v) for v in node["enum"])
+    if "const" in node:
+        return repr(node["const"])
+    kind = node.get("type")
+    if kind in ("integer", "number"):
+        noun = "an integer" if kind == "integer" else "a number"
+        low, high = node.get("minimum"), node.get("maximum")
+        if node.get("exclusiveMinimum") == 0 and high is None:
+            return f"a positive {noun.split()[-1]}"
+        if low is not None and high is not None:
+            noun = "a fraction" if (low, high, kind) == (0, 1, "number") else noun
+            return f"{noun} in [{_number(low)}, {_number(high)}]"
+        bounds = [(">", node.get("exclusiveMinimum")), (">=", low), ("<", node.get("exclusiveMaximum")), ("<=", high)]
+        return " ".join([noun, *(f"{op} {_number(bound)}" for op, bound in bounds if bound is not None)])
+    if kind == "boolean":
+        return "true or false"
+    if kind == "string":
+        if "pattern" in node:
+            return f"a string matching {node['pattern']!r}"
+        return "a non-empty string" if node.get("minLength") else "a string"
+    if kind == "array":
+        text = "a non-empty list" if node.get("minItems") else "a list"
+        text += " without repeats" if node.get("uniqueItems") else ""
+        items = describe(node["items"], root) if node.get("items") else ""
+        return f"{text}, each {items}" if items and items != "any value" else text
+    if kind == "object" or "properties" in node:
+        if "properties" in node:
+            return f"a mapping with keys from {sorted(node['properties'])}"
+        values = node.get("additionalProperties")
+        return f"a mapping of name -> {describe(values, root)}" if isinstance(values, dict) and values else "a mapping"
+    return "any value"
+
+
+def _path(parts: list[str | int]) -> str:
+    text = ""
+    for part in parts:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part.isidentifier() and not keyword.iskeyword(part):
+            text += f".{part}" if text else part
+        else:
+            text += f"[{part!r}]"
+    return text
+
+
+def _walk(loc: tuple[Any, ...], raw: Any, missing: bool) -> tuple[list[str | int], bool]:
+    """The loc's segments that are the file's keys and indexes (pydantic adds union tags; a scalar given for a
+    list is validated as its item [0]), and whether the error is about a key of the last mapping."""
+    parts: list[str | int] = []
+    for i, seg in enumerate(loc):
+        if seg == "[key]":
+            return parts[:-1], True
+        mapped = isinstance(raw, dict) and seg in raw
+        if mapped or (isinstance(raw, list) and isinstance(seg, int) and 0 <= seg < len(raw)):
+            raw = raw[seg]
+        elif not (missing and i == len(loc) - 1):
+            continue
+        parts.append(seg)
+    return parts, False
+
+
+def _message(errors: list[Any], raw: Any, model: type[BaseModel], prefix: tuple[str | int, ...]) -> str:
+    # an unknown key first (a misspelling explains the rest), a missing one last (a wrong value is more telling)
+    errors = sorted(errors, key=lambda e: {"extra_forbidden": 0, "missing": 2}.get(e["type"], 1))
+    error = errors[0]
+    root = _schema_of(model)
+    parts, about_key = _walk(error["loc"], raw, error["type"] == "missing")
+    if error["type"] == "extra_forbidden":
+        parent = parts[:-1]
+        extra = [e for e in errors if e["type"] == "extra_forbidden"]
+        unknown = [str(e["loc"][-1]) for e in extra if _walk(e["loc"], raw, False)[0][:-1] == parent]
+        node = root
+        for seg in parent:
+            node = _child(node, seg, root)
+        known = sorted(_resolve(node, root).get("properties", {}))
+        if not parent and not prefix:
+            return f"sweep: unknown field(s) {sorted(unknown)}; known: {known}"
+        return f"sweep field '{_path([*prefix, *parent])}': unknown key(s) {sorted(unknown)}; known: {known}"
+    node = root
+    for seg in parts:
+        node = _child(node, seg, root)
+    where = _path([*prefix, *parts])
+    head = f"sweep field '{where}'" if where else "trtsweep_sweep"
+    if about_key:
+        patterns = list(_resolve(node, root).get("patternProperties", {}))
+        expected = f"a name matching {patterns[0]!r}" if patterns else "a string"
+        return f"{head}: expected keys that are {expected}, got {error['input']!r}"
+    if error["type"] == "value_error":  # the models' own checks say what they expected
+        return f"{head}: {error['ctx']['error']}"
+    got = "nothing (the field is required)" if error["type"] == "missing" else repr(error["input"])
+    return f"{head}: expected {describe(node, root)}, got {got}"
+
+
+def validate_section(model: type[BaseModel], raw: Any, *prefix: str | int) -> Any:
+    """`raw` checked against `model` (a sweep, or the part of one at `prefix`); returned unchanged."""
+    try:
+        model.model_validate(raw)
+    except ValidationError as exc:
+        raise TrtsweepError(_message(exc.errors(include_url=False), raw, model, prefix)) from None
+    return raw
+
+
+def validate(raw: Any) -> dict[str, Any]:
+    """The sweep checked against `Sweep`, returned unchanged; TrtsweepError naming the field in one line otherwise."""
+    return validate_section(Sweep, raw)
