@@ -1,4 +1,4 @@
-"""`llm-perf`: benchmark an LLM server with your own prompts (see README, "llm-perf")."""
+"""`llm-perf`: benchmark an LLM server with your own prompts (see docs/llm-perf.md)."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ def refuse_templates(sweep: Any, source: str) -> None:
         if any(mark in text for mark in JINJA_MARKS):
             raise TrtsweepError(
                 f"{source}: field {where or '(top)'} holds a Jinja template ({text[:60]!r}): sweep files are data and"
-                f" are never rendered; to render them on purpose run the playbook with -e {OPT_IN} (see README)"
+                f" are never rendered; to render them on purpose run the playbook with -e {OPT_IN} (see docs/trust.md)"
             )
 
 

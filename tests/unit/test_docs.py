@@ -1,0 +1,41 @@
+"""The README is a front door: its first screen has the two set-up commands and the fleet command, every page
+of docs/ is linked from it, and every relative link in the README, CONTRIBUTING.md and docs/ resolves."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def links(page: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)  # code blocks hold no links
+    return LINK.findall(text)
+
+
+def test_every_relative_link_resolves():
+    broken = []
+    for page in PAGES:
+        for target in links(page):
+            if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+                continue
+            path = (page.parent / target.split("#")[0]).resolve()
+            if not path.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, "links that resolve to nothing:\n" + "\n".join(broken)
+
+
+def test_every_docs_page_is_linked_from_the_readme():
+    linked = {(ROOT / t).resolve() for t in links(ROOT / "README.md")}
+    orphans = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if p.resolve() not in linked]
+    assert not orphans, f"docs pages the README does not link: {orphans}"
+
+
+def test_the_first_screen_gives_the_two_set_up_commands_and_the_fleet_command():
+    first = "\n".join((ROOT / "README.md").read_text().splitlines()[:30])
+    commands = re.findall(r"^make (\w+)", first, flags=re.M)
+    assert commands == ["sweep", "test"], commands
+    assert "ansible-playbook sweep.yml -i inventory/gpu_hosts.yml -e @sweeps/qwen2_7b.yml" in first
