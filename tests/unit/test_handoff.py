@@ -276,3 +276,55 @@ def test_a_pytorch_point_without_its_options_file_is_refused(tmp_path):
     (results / point_id / "llm_api_options.yml").unlink()
     with pytest.raises(TrtsweepError, match=r"llm_api_options.yml: missing \(a pytorch-flow point's LLM API options"):
         write_bundle(results, point_id, tmp_path / "b", base_dir=tmp_path)
+
+
+# -- the generated files: templates/, shell quoting ------------------------------------------------------------------
+def test_the_bundles_text_files_come_from_its_templates(tmp_path, monkeypatch):
+    import importlib.resources
+
+    import jinja2
+
+    from trtsweep.handoff import render
+
+    env = render.environment()
+    templates = [name for name in env.list_templates() if name.endswith(".j2")]
+    marked = {name: env.loader.get_source(env, name)[0] + f"# marked in {name}\n" for name in templates}
+    monkeypatch.setattr(env, "loader", jinja2.ChoiceLoader([jinja2.DictLoader(marked), env.loader]))
+    out = tmp_path / "bundle"
+    write_bundle(_results(tmp_path, "p1", 900.0, 2), "p1", out, base_dir=tmp_path)
+    made_from = {"README.md": "README.md.j2", "launch/native.sh": "launch.sh.j2", "launch/container.sh": "launch.sh.j2",
+                 "build/build.sh": "build.sh.j2", "systemd/trtsweep-demo-p1.service": "unit.service.j2"}  # fmt: skip
+    assert sorted(set(made_from.values())) == sorted(templates)
+    for rel, template in made_from.items():
+        assert (out / rel).read_text().endswith(f"# marked in {template}\n"), rel
+    shipped = importlib.resources.files("trtsweep.handoff") / "templates" / "render_repository.py.txt"
+    assert (out / "render_repository.py").read_bytes() == shipped.read_bytes()
+
+
+def test_values_with_shell_metacharacters_reach_the_commands_unchanged_and_no_secret_is_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_0123456789")
+    results = _results(tmp_path, "p1", 900.0, 1)
+    point = json.loads((results / "p1" / "point.json").read_text())
+    extra = {"stop": ["'$HOME'", "`id`", '"'], "x": f"a;b $(touch {tmp_path}/pwned)"}
+    point["benchmark"]["extra_inputs"] = extra
+    (results / "p1" / "point.json").write_text(json.dumps(point))
+    image = f"registry.example/triton:1 $(touch {tmp_path}/pwned) `id` 'q' \"d\"; x"
+    out = tmp_path / "bundle"
+    write_bundle(results, "p1", out, image=image, base_dir=tmp_path)
+    docker = _recording(tmp_path, "docker")
+    ran = _run_script(out / "launch" / "container.sh", tmp_path, TRTSWEEP_MODEL_STORE="/srv/a store")
+    assert ran.returncode == 0, ran.stderr
+    argv = docker.read_text().splitlines()
+    assert image in argv and "/srv/a store:/models:ro" in argv
+    # the README's smoke test, run as written: llm-perf gets the request inputs as the point has them
+    readme = (out / "README.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(readme) if line.strip() == "llm-perf \\")
+    end = readme.index("", start)
+    (tmp_path / "smoke.sh").write_text("\n".join(readme[start:end]) + "\n")
+    llm_perf = _recording(tmp_path, "llm-perf")
+    ran = _run_script(tmp_path / "smoke.sh", tmp_path, TRTSWEEP_HOST="h", TRTSWEEP_TOKENIZER_DIR="/t")
+    assert ran.returncode == 0, ran.stderr
+    args = llm_perf.read_text().splitlines()
+    assert args[:2] == ["-u", "h:8001"] and json.loads(args[args.index("--extra-inputs-json") + 1]) == extra
+    assert not (tmp_path / "pwned").exists()
+    assert not [p for p in out.rglob("*") if p.is_file() and b"hf_secret_0123456789" in p.read_bytes()]
