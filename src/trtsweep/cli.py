@@ -36,6 +36,12 @@ def _plan(args: argparse.Namespace) -> None:
     print("\n".join([*notes, runplan.plan_text(plan)]))
 
 
+def _schema(args: argparse.Namespace) -> None:
+    from trtsweep.sweep.schema import json_schema_text
+
+    sys.stdout.write(json_schema_text())
+
+
 def _report(args: argparse.Namespace) -> None:
     from trtsweep.report.writer import write
 
@@ -120,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     plan.add_argument("--force", action="store_true", help="plan every point, complete or not")
     plan.add_argument("--only", help="comma-separated point-id globs")
     plan.set_defaults(func=_plan)
+    schema = sub.add_parser("schema", help="print the JSON Schema of a sweep file (sweep.schema.json, for editors)")
+    schema.set_defaults(func=_schema)
     report = sub.add_parser("report", help="print and write the report of a results/<sweep> directory")
     report.add_argument("results_dir", type=Path)
     report.set_defaults(func=_report)

@@ -321,6 +321,13 @@ def json_schema() -> dict[str, Any]:
     return {"$schema": JSON_SCHEMA_DIALECT, **SweepFile.model_json_schema()}
 
 
+def json_schema_text() -> str:
+    """`json_schema()` as `trtsweep schema` prints it and `sweep.schema.json` holds it."""
+    import json
+
+    return json.dumps(json_schema(), indent=2) + "\n"
+
+
 # -- one-line errors ---------------------------------------------------------------------------------------------
 
 
