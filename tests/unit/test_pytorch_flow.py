@@ -277,7 +277,8 @@ def test_the_report_puts_each_configurations_flows_and_servers_side_by_side():
     groups = page.flows_compared(rows)
     assert list(groups) == ["c1"] and list(groups["c1"]) == ["engine / triton", "pytorch / triton",
                                                               "pytorch / trtllm-serve"]  # fmt: skip
-    html = page._flows(rows)
+    ((_config, table),) = page.flow_tables(rows)
+    html = page.environment().get_template("_report.html.j2").module.side_by_side("flows", table)
     for point, value in (("c1", "100.0"), ("c1_pytorch-triton", "90.0"), ("c1_pytorch-serve", "95.0")):
         assert f'data-point="{point}" data-concurrency="1" data-column="output_token_throughput"' in html
         assert f">{value}</td>" in html

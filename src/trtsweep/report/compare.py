@@ -15,7 +15,7 @@ from typing import Any
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.report import results_table, verdict
-from trtsweep.report.page import environment
+from trtsweep.report.templating import environment
 from trtsweep.sweep.slo import check as slo_check
 
 # (label, results.csv column, higher is better)

@@ -14,13 +14,10 @@ it shows: the charts, the labels, every number as text.
 
 from __future__ import annotations
 
-import functools
-import html
 import io
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-import jinja2
 import matplotlib
 from markupsafe import Markup
 
@@ -28,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from trtsweep.report.results_table import cell
+from trtsweep.report.templating import environment
 from trtsweep.report.verdict import PRECISION_RANK, summary_lines
 
 COMPARE = (("QPS", "request_throughput", 2), ("out tok/s", "output_token_throughput", 1),
@@ -78,26 +76,6 @@ class ResultRow(NamedTuple):
     slo: str
     miss: bool
     best: bool
-
-
-def _escape(value: Any) -> Markup:
-    """Autoescape with the standard library's entities (&quot;, &#x27;), as the page has always been written: the
-    same results give the same bytes. Markup (the charts, the macros' output) is kept as it is."""
-    return value if isinstance(value, Markup) else Markup(html.escape(str(value)))
-
-
-@functools.cache
-def environment() -> jinja2.Environment:
-    """The report's templates (report.html.j2, compare.html.j2): every `{{ value }}` is escaped unless it is Markup."""
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("trtsweep.report", "templates"),
-        autoescape=True,
-        finalize=_escape,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
 
 
 def _svg(fig: Any) -> Markup:
