@@ -49,16 +49,9 @@ options:
     type: str
     required: true
     description: TensorRT-LLM checkout holding examples/ (as the tools see it, e.g. inside the container).
-  runtime: {type: str, choices: [native, container], default: native, description: "Where the tool runs."}
-  container_image: {type: str, description: "TRT-LLM image for runtime=container (docker run --rm)."}
-  container_name: {type: str, description: "Running container to docker exec into instead of an image."}
-  docker: {type: str, default: docker, description: "docker CLI."}
-  gpus: {type: str, default: all, description: "docker --gpus value."}
-  mounts: {type: list, elements: path, default: [], description: "More host paths mounted at the same path."}
-  env: {type: list, elements: str, default: [HF_TOKEN], description: "Environment names passed into the container."}
   timeout: {type: float, description: "Seconds before the tool is killed (default none)."}
-  cache_dir: {type: path, description: "trtsweep cache directory (default TRTSWEEP_CACHE or ~/.cache/trtsweep)."}
   results_dir: {type: path, description: "Point results directory: checkpoint.json and checkpoint.log go there."}
+extends_documentation_fragment: [trtsweep_runtime]
 attributes:
   check_mode: {support: full}
   diff_mode: {support: none}

@@ -40,16 +40,9 @@ options:
   workers: {type: int, default: 1, description: "--workers (ranks built in parallel)."}
   extra_flags: {type: dict, default: {}, description: "More trtllm-build flags (flag -> value, true for a switch)."}
   trtllm_build: {type: str, default: trtllm-build, description: "trtllm-build command."}
-  runtime: {type: str, choices: [native, container], default: native, description: "Where trtllm-build runs."}
-  container_image: {type: str, description: "TRT-LLM image for runtime=container (docker run --rm)."}
-  container_name: {type: str, description: "Running container to docker exec into instead of an image."}
-  docker: {type: str, default: docker, description: "docker CLI."}
-  gpus: {type: str, default: all, description: "docker --gpus value."}
-  mounts: {type: list, elements: path, default: [], description: "More host paths mounted at the same path."}
-  env: {type: list, elements: str, default: [HF_TOKEN], description: "Environment names passed into the container."}
   timeout: {type: float, description: "Seconds before trtllm-build is killed (default none)."}
-  cache_dir: {type: path, description: "trtsweep cache directory (default TRTSWEEP_CACHE or ~/.cache/trtsweep)."}
   results_dir: {type: path, description: "Point results directory for trtllm_build.json and trtllm_build.log."}
+extends_documentation_fragment: [trtsweep_runtime]
 attributes:
   check_mode: {support: full}
   diff_mode: {support: none}
