@@ -173,9 +173,9 @@ def wait_server_gone(host, server: ServerState) -> float:
     """Seconds until the server's process is gone and its ports are free inside the host's namespace."""
     cut, limit = time.monotonic(), SERVER_LEASE_TTL + 5 + 30  # ttl, the supervisor's grace, a loaded machine
     probe = ["ip", "netns", "exec", host.namespace, sys.executable, "-c",
-             "import sys; from trtsweep.serve.server import busy_ports; "
+             "import sys; from trtsweep.serve.probes import busy_ports; "
              f"sys.exit(1 if busy_ports('127.0.0.1', {server.ports!r}) else 0)"]  # fmt: skip
-    while start_ticks(server.pid) == start_ticks or subprocess.run(probe, check=False).returncode != 0:
+    while start_ticks(server.pid) == server.start_ticks or subprocess.run(probe, check=False).returncode != 0:
         assert time.monotonic() - cut < limit, f"{host.name}'s server pid {server.pid} outlived the run"
         time.sleep(0.5)
     return time.monotonic() - cut
@@ -345,7 +345,7 @@ def test_the_best_point_is_handed_off_deployed_to_a_host_and_passes_its_smoke_te
             "-c",
             "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/v2/health/ready', timeout=5)",
         ]
-        assert subprocess.run(probe, check=False).returncode == 0 and start_ticks(server.pid) == start_ticks
+        assert subprocess.run(probe, check=False).returncode == 0 and start_ticks(server.pid) == server.start_ticks
         second = handoff_playbook(fleet, bundle, "h3")
         assert second.returncode == 0, second.stdout[-6000:]
         recap = next(line for line in second.stdout.splitlines() if line.startswith("h3 "))
