@@ -18,22 +18,29 @@ def _demo_model(args: argparse.Namespace) -> None:
 
 
 def _plan(args: argparse.Namespace) -> None:
-    from trtsweep.sweep.planning import default_base_dir, expand
-    from trtsweep.sweep.promptcheck import plan_checks
-    from trtsweep.sweep.sweepfile import load
+    from trtsweep.sweep.sweepfile import load, located
 
     sweep = load(args.sweep_file)
+    try:
+        print(_plan_text(sweep, args))
+    except TrtsweepError as exc:
+        raise located(args.sweep_file, exc) from exc
+
+
+def _plan_text(sweep: dict, args: argparse.Namespace) -> str:
+    from trtsweep.sweep.planning import default_base_dir, expand
+    from trtsweep.sweep.promptcheck import plan_checks
+
     if args.inventory is None:
         points = expand(sweep)
         checks = plan_checks(points, default_base_dir())
-        print("\n".join([*(p["id"] for p in points), *(f"prompt lengths of {k}: {v}" for k, v in checks.items())]))
-        return
+        return "\n".join([*(p["id"] for p in points), *(f"prompt lengths of {k}: {v}" for k, v in checks.items())])
     from trtsweep.fleet import runplan
     from trtsweep.fleet.inventory import planning_hosts
 
     hosts, notes = planning_hosts(args.inventory, args.gpus)
     plan = runplan.make_plan(sweep, hosts, args.results_dir, force=args.force, only=args.only, write=False)
-    print("\n".join([*notes, runplan.plan_text(plan)]))
+    return "\n".join([*notes, runplan.plan_text(plan)])
 
 
 def _schema(args: argparse.Namespace) -> None:

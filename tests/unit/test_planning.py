@@ -260,7 +260,9 @@ def test_trtsweep_plan_and_make_plan_check_input_data(tmp_path, capsys):
     (tmp_path / "sweep.yml").write_text(json.dumps({"trtsweep_sweep": bench_file(tmp_path)}))
     assert cli.main(["plan", str(tmp_path / "sweep.yml")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("trtsweep: error: sweep field 'benchmark.input_data': ") and "broken.jsonl:1: " in err
+    sweep_file = tmp_path / "sweep.yml"  # the file and the field's line (JSON is YAML: one line), then the field
+    assert err.startswith(f"trtsweep: error: {sweep_file}:1: sweep field 'benchmark.input_data': ")
+    assert "broken.jsonl:1: " in err
     assert len(err.splitlines()) == 1
 
 

@@ -8,6 +8,7 @@ holds Jinja markup, naming the field, unless templating was asked for (`-e trtsw
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +54,38 @@ def load(path: Path) -> Any:
     sweep = data.get("trtsweep_sweep", data) if isinstance(data, dict) else data
     refuse_templates(sweep, str(path))
     return sweep
+
+
+FIELD = re.compile(r"sweep field '([^']+)'")
+STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def line_of(path: Path, field: str) -> int | None:
+    """The 1-based line of `field` ("benchmark.concurrency[0]") in the sweep file, or of the deepest part of it
+    the file has (a misspelled key's mapping); None when the file cannot be read as YAML."""
+    try:
+        node = yaml.compose(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if isinstance(node, yaml.MappingNode):
+        node = next((v for k, v in node.value if k.value == "trtsweep_sweep"), node)
+    line = node.start_mark.line if node is not None else None
+    for key, index in STEP.findall(field):
+        if isinstance(node, yaml.MappingNode) and key:
+            found = next(((k, v) for k, v in node.value if k.value == key), None)
+            if found is None:
+                break
+            line, node = found[0].start_mark.line, found[1]
+        elif isinstance(node, yaml.SequenceNode) and index and int(index) < len(node.value):
+            node = node.value[int(index)]
+            line = node.start_mark.line
+        else:
+            break
+    return None if line is None else line + 1
+
+
+def located(path: Path, error: TrtsweepError) -> TrtsweepError:
+    """`error` prefixed with the sweep file and the line of the field it names ("sweeps/x.yml:12: sweep field ...")."""
+    match = FIELD.search(str(error))
+    line = line_of(path, match.group(1)) if match else None
+    return TrtsweepError(f"{path}:{line}: {error}" if line else f"{path}: {error}")
