@@ -15,6 +15,9 @@ description:
   - Measurements are results, not host state, so the module reports C(changed=false).
   - Fails when a level has no successful request (its numbers would be dashes), naming the level and the
     error classes; the files are written all the same.
+  - With C(search), llm-perf searches for the capacity instead of measuring C(concurrency) (C(--search slo));
+    it raises the load level by level and narrows down to the highest one whose level meets C(search.slo);
+    the summary's C(search) object (returned as C(search)) holds every level's verdict and the capacity.
 options:
   url: {type: str, required: true, description: "Server address, e.g. 127.0.0.1:8001."}
   protocol: {type: str, choices: [grpc, http, openai], default: grpc, description: "Server protocol."}
@@ -24,7 +27,33 @@ options:
     default: chat
     description: "C(protocol=openai): /v1/chat/completions (messages) or /v1/completions (the prompt templated here)."
   model: {type: str, default: ensemble, description: "Triton model name or OpenAI model."}
-  concurrency: {type: list, elements: int, default: [1], description: "Closed-loop concurrency levels."}
+  concurrency:
+    type: list
+    elements: int
+    default: [1]
+    description: "Closed-loop concurrency levels (not passed with C(search): the search picks its levels)."
+  search:
+    type: dict
+    description:
+      - A capacity search instead of the C(concurrency) levels (llm-perf C(--search slo)); null measures the levels.
+      - C(num_requests) is the number of requests of each level the search measures.
+    suboptions:
+      search: {type: str, choices: [slo], default: slo, description: "slo: the highest load within C(slo)."}
+      variable:
+        type: str
+        choices: [concurrency, request_rate]
+        required: true
+        description: "The load raised: requests in flight (closed loop) or requests per second (open loop)."
+      max: {type: float, required: true, description: "The highest load tried (C(--search-max))."}
+      max_levels: {type: int, default: 8, description: "Levels measured at most (C(--search-max-levels))."}
+      slo:
+        type: dict
+        required: true
+        description:
+          - The limits each level is judged by (C(--search-slo)), the sweep's C(slo) mapping, e.g.
+            C(ttft_p99_ms=1000) and C(min_success_rate=0.99) as a dict; its keys other than ttft_p99_ms,
+            tpot_p99_ms, e2e_p99_ms and min_success_rate are not per-level limits and are left out.
+            At least one of those four is required.
   input_data: {type: path, required: true, description: "Prompts jsonl on the host."}
   tokenizer_path: {type: str, description: "HF tokenizer directory for token counts and the chat template."}
   export_file:
@@ -76,9 +105,24 @@ EXAMPLES = r"""
     chat_template: true
     export_file: /srv/results/p1/llm_perf.json
     expect_server_id: "{{ triton_serve_result.server_id }}"
+
+- name: The highest concurrency within the SLOs (a capacity search)
+  trtsweep_llm_perf:
+    url: 127.0.0.1:8001
+    input_data: /srv/data/prompts.jsonl
+    export_file: /srv/results/p1/llm_perf.json
+    num_requests: 200
+    search:
+      variable: concurrency
+      max: 256
+      slo: {ttft_p99_ms: 1000, tpot_p99_ms: 50, min_success_rate: 0.99}
 """
 
 RETURN = r"""
+search:
+  description: With C(search), the summary's search object (each level's verdict, the capacity, its bound).
+  returned: success, with search
+  type: dict
 levels:
   description: Per concurrency level, the headline row (latencies in ms, throughputs per second).
   returned: success
@@ -125,12 +169,38 @@ FLAGS = {
 }
 
 
+# the sweep's slo keys a capacity search judges each level by (trtsweep.sweep.schema.SEARCH_LIMITS)
+SEARCH_LIMITS = ("ttft_p99_ms", "tpot_p99_ms", "e2e_p99_ms", "min_success_rate")
+
+
+def _number(value):
+    """A number as llm-perf's flags take it: 64.0 -> 64, 0.99 -> 0.99."""
+    value = float(value)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def search_flags(search):
+    """llm-perf's capacity search flags for the `search` option (ValueError without a limit to judge by)."""
+    slo = search.get("slo") or {}
+    limits = [f"{key}={_number(slo[key])}" for key in SEARCH_LIMITS if slo.get(key) is not None]
+    if not limits:
+        raise ValueError(f"search.slo needs at least one of {', '.join(SEARCH_LIMITS)}, got {slo!r}")
+    argv = ["--search", search.get("search") or "slo", "--search-variable", search["variable"]]
+    argv += ["--search-slo", ",".join(limits), "--search-max", _number(search["max"])]
+    if search.get("max_levels") is not None:
+        argv += ["--search-max-levels", str(search["max_levels"])]
+    return argv
+
+
 def command(params):
     argv = [sys.executable, "-m", "trtsweep.perf.cli"]
     for option, flag in FLAGS.items():
         if params.get(option) is not None:
             argv += [flag, str(params[option])]
-    argv += ["--concurrency", ",".join(str(c) for c in params["concurrency"])]
+    if params.get("search"):  # the search picks its levels: llm-perf refuses a --concurrency list beside it
+        argv += search_flags(params["search"])
+    else:
+        argv += ["--concurrency", ",".join(str(c) for c in params["concurrency"])]
     argv.append("--streaming" if params["streaming"] else "--no-streaming")
     if params["chat_template"]:
         argv.append("--chat-template")
@@ -164,13 +234,26 @@ def main():
             "stall_timeout": {"type": "float", "default": 60.0},
             "expect_server_id": {"type": "str"},
             "server_state_file": {"type": "path"},
+            "search": {
+                "type": "dict",
+                "options": {
+                    "search": {"type": "str", "choices": ["slo"], "default": "slo"},
+                    "variable": {"type": "str", "choices": ["concurrency", "request_rate"], "required": True},
+                    "max": {"type": "float", "required": True},
+                    "max_levels": {"type": "int", "default": 8},
+                    "slo": {"type": "dict", "required": True},
+                },
+            },
         },
         supports_check_mode=False,
     )
     require_trtsweep(module)
     from trtsweep.perf import export
 
-    argv = command(module.params)
+    try:
+        argv = command(module.params)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     ok = (0, 3)  # 3: a level measured nothing (said below, with the files)
     if module.params["server_state_file"]:
         from trtsweep.serve import server
@@ -188,13 +271,16 @@ def main():
         stdout = run_cli(module, argv, ok=ok)
     files = {k: str(v) for k, v in export.paths(Path(module.params["export_file"])).items()}
     with open(files["summary"], encoding="utf-8") as handle:
-        levels = json.load(handle)["levels"]
+        summary = json.load(handle)
+    levels, search = summary["levels"], summary.get("search")
     rows = [export.headline(level, level["summary"]) for level in levels]
     failed = sum(level["summary"].get("failed", 0) for level in levels)
     empty = export.unmeasured(levels)
     if empty:  # a level that measured nothing has no numbers: the point did not produce what it is for
         module.fail_json(msg=empty, levels=rows, files=files, failed_requests=failed, details=stdout.strip(), cmd=argv)
-    module.exit_json(changed=False, levels=rows, files=files, failed_requests=failed, table=stdout.strip(), cmd=argv)
+    module.exit_json(
+        changed=False, levels=rows, files=files, failed_requests=failed, table=stdout.strip(), cmd=argv, search=search
+    )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import yaml
 
 from trtsweep.fleet import runplan
 from trtsweep.perf.cli import parser as llm_perf_parser
-from trtsweep.report import verdict
+from trtsweep.report import sizing, verdict
 from trtsweep.sweep import planning, slo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,8 +150,8 @@ def _argument_spec(path: Path) -> dict[str, Any]:
     raise AssertionError(f"{path}: no AnsibleModule(argument_spec=...)")
 
 
-def llm_perf(point: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    """The llm_perf role for this point: its copy task's arguments, and llm-perf's parsed command line."""
+def llm_perf_argv(point: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The llm_perf role for this point: its copy task's arguments, and the llm-perf command line the module runs."""
     include = role_variables(point, only="llm_perf")["llm_perf"]
     defaults, tasks = _yaml(LLM_PERF_ROLE / "defaults" / "main.yml"), _yaml(LLM_PERF_ROLE / "tasks" / "main.yml")
     variables = {**defaults, **include}  # include_role vars win over role defaults
@@ -161,7 +161,13 @@ def llm_perf(point: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     assert not checked.error_messages, checked.error_messages
     argv = _module(LLM_PERF_MODULE).command(checked.validated_parameters)
     assert argv[1:3] == ["-m", "trtsweep.perf.cli"]
-    return copy, llm_perf_parser().parse_args(argv[3:])
+    return copy, argv[3:]
+
+
+def llm_perf(point: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """The llm_perf role for this point: its copy task's arguments, and llm-perf's parsed command line."""
+    copy, argv = llm_perf_argv(point)
+    return copy, llm_perf_parser().parse_args(argv)
 
 
 def trt_sweep(**over: Any) -> dict[str, Any]:
@@ -281,7 +287,7 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
         "weights": ({}, {"weights": {"*float32*": 10}}, "b", lanes),
     }
 
-    walked = {"benchmark": set(benchmark), "trtllm": set(trtllm), "placement": set(placement)}
+    walked = {"benchmark": {*benchmark, "load"}, "trtllm": set(trtllm), "placement": set(placement)}
     assert set(planning.BENCHMARK_KEYS) == walked["benchmark"], "walk every benchmark key"
     assert set(planning.TRTLLM_KEYS) == walked["trtllm"], "walk every trtllm key"
     assert set(planning.PLACEMENT_KEYS) == walked["placement"], "walk every placement key"
@@ -301,11 +307,29 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
                 "max_accuracy_drop": ({"max_accuracy_drop": 0.1}, {}), "min_accuracy": ({"min_accuracy": 0.3}, {}),
                 "accuracy_metric": ({"min_accuracy": 0.3},
                                     {"min_accuracy": 0.3, "accuracy_metric": "rouge1"})}  # fmt: skip
-    assert set(slo_walk) == slo.KEYS, "walk every slo key"
+    assert set(slo_walk) | {"target_request_rate"} == slo.KEYS, "walk every slo key"
     for key, (missing, meeting) in slo_walk.items():
         rows = [measured, reference]
         assert verdict.judge(rows, missing)["rows"][("p", 1)], f"slo.{key}: the verdict ignored it"
         assert not verdict.judge(rows, meeting)["rows"][("p", 1)], f"slo.{key}: the verdict ignored it"
+    # target_request_rate is no row's limit: it sizes the configurations with a capacity (the report's sizing lines)
+    searched = {**measured, "point_status": "ok", "capacity_rps": 10.0, "capacity_bound": "tight"}
+    assert sizing.lines([searched], 30)[0].endswith("p needs 3 replicas, 3 GPUs (fewest)")
+    assert not sizing.lines([searched], None)
+
+    # benchmark.load: a capacity search instead of the concurrency list, judged by the sweep's SLO limits (read from
+    # the command line: llm-perf's parser may not know the search flags yet)
+    searching = trt_sweep(slo={"ttft_p99_ms": 1000, "min_success_rate": 0.99, "min_accuracy": 0.2})
+    searching["benchmark"] = {"input_data": "data/prompts.jsonl", "num_requests": 50,
+                              "load": {"search": "slo", "variable": "request_rate", "max": 12.5}}  # fmt: skip
+    _, argv = llm_perf_argv(planning.expand(searching)[0])
+    _, base_argv = llm_perf_argv(planning.expand(trt_sweep())[0])
+    flags = dict(zip(argv, [*argv[1:], None], strict=True))
+    want = {"--search": "slo", "--search-variable": "request_rate", "--search-max": "12.5",
+            "--search-max-levels": "8", "--search-slo": "ttft_p99_ms=1000,min_success_rate=0.99",
+            "--num-requests": "50"}  # fmt: skip
+    assert {flag: flags.get(flag) for flag in want} == want, argv
+    assert "--concurrency" not in argv and "--concurrency" in base_argv and "--search" not in base_argv
 
     dropped: list[str] = []
     base_point = planning.expand(trt_sweep())[0]

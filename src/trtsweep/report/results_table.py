@@ -7,6 +7,14 @@ request, success, errors by class and abandoned requests by cause, accuracy, the
 compute time per request (deltas of its metrics over the level), and goodput under the sweep's SLOs (counted from
 the per-request rows, `llm_perf.requests.jsonl`). A value nobody measured is empty, never 0.
 
+A point measured by a capacity search (the sweep's `benchmark.load`: llm-perf --search slo, the summary's `search`
+object) has its capacity on each of its rows, since it is the point's, not a level's: `capacity_rps` (the request
+rate of the highest load within the SLOs), `capacity_concurrency` (its concurrency, empty when the search raised
+the request rate), `capacity_out_tok_s_per_gpu` (its output tok/s per GPU), `capacity_levels` (levels the search
+measured) and `capacity_bound` (tight: the next load up missed the SLOs | open: the search's max met them, so the
+capacity is at least that | none: no load measured met them, and the capacity columns are empty). A point without a
+search has them all empty.
+
 Two columns say whether a row's numbers can be trusted at all: `point_status` (the point's status record: only an
 "ok" point's levels are candidates for the verdict) and `server_identity_error` (llm-perf's --expect-server-id
 check found another server, or none, before or after the level: its numbers are not the point's server's).
@@ -36,8 +44,9 @@ LOAD = ("concurrency", "requests", "succeeded", "failed", "success_rate", "error
 THROUGHPUT = ("request_throughput", "output_token_throughput", "input_token_throughput", "output_tok_s_per_gpu",
               "input_tok_s_per_gpu", "output_tok_s_per_user", "output_tokens_mean", "input_tokens_mean", "goodput",
               "good_fraction", "window_s")  # fmt: skip
+CAPACITY = ("capacity_rps", "capacity_concurrency", "capacity_out_tok_s_per_gpu", "capacity_levels", "capacity_bound")
 ACCURACY = ("rougeL", "rouge1", "rouge2", "bleu", "chrf", "exact", "contains", "corpus_bleu", "corpus_chrf")
-COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT,
+COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT, *CAPACITY,
            *(f"{m}_{s}_ms" for m in LATENCIES for s in STATS), *ACCURACY, "accuracy_n",
            "server_requests", "server_queue_ms", "server_compute_ms", "server_batch_mean",
            "server_kv_used_max")  # fmt: skip
@@ -150,6 +159,22 @@ def _level_columns(summary: dict[str, Any], gpus: int) -> dict[str, Any]:
     return out
 
 
+def capacity_columns(search: dict[str, Any] | None, gpus: int) -> dict[str, Any]:
+    """The point's capacity columns from its summary's `search` object (all None without one; unknown is None)."""
+    if not isinstance(search, dict):
+        return dict.fromkeys(CAPACITY)
+    capacity = search.get("capacity") or {}
+    tok_s = capacity.get("output_token_throughput")
+    levels = search.get("levels")
+    return {
+        "capacity_rps": capacity.get("request_rate"),
+        "capacity_concurrency": capacity.get("concurrency"),
+        "capacity_out_tok_s_per_gpu": tok_s / max(gpus, 1) if tok_s is not None else None,  # per host without a GPU
+        "capacity_levels": len(levels) if isinstance(levels, list) else None,
+        "capacity_bound": search.get("bound"),
+    }
+
+
 def collect(results_dir: Path, slo: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row per (point, level) of every point with a benchmark summary, by point id then concurrency."""
     rows = []
@@ -159,6 +184,7 @@ def collect(results_dir: Path, slo: dict[str, Any] | None = None) -> list[dict[s
         point = _read(point_dir / "point.json") or {}
         status = _read(point_dir / "status.json") or {}
         base = _point_columns(point_dir, point, status)
+        base |= capacity_columns(data.get("search"), base["gpus"])
         for index, level in enumerate(data.get("levels", [])):
             summary = level.get("summary", {})
             row = {**base, "concurrency": level.get("concurrency"), **_level_columns(summary, base["gpus"])}

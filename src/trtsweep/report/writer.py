@@ -17,7 +17,7 @@ from trtsweep.common.fileio import atomic_write_text
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet import status
 from trtsweep.perf.export import CSV_COLUMNS, headline, table
-from trtsweep.report import page, results_table, verdict
+from trtsweep.report import page, results_table, sizing, verdict
 from trtsweep.sweep.slo import check as slo_check
 
 SUMMARY_FILE = "llm_perf.summary.json"
@@ -71,7 +71,7 @@ class Report(NamedTuple):
     text: str  # the console tables and point lines
     rows: list[dict[str, Any]]  # report.csv's rows
     not_ok: list[str]  # one line per point not ok
-    verdict: list[str]  # the best configuration under the SLOs, and why not each other one
+    verdict: list[str]  # the best configuration under the SLOs, why not each other one, and the sizing for a target
     html: Path
 
 
@@ -103,7 +103,8 @@ def write(results_dir: Path, slo: dict[str, Any] | None = None) -> Report:
     full = results_table.collect(results_dir, slo)
     results_table.write(results_dir, full)
     judged = verdict.judge(full, slo or {})
-    lines = verdict.summary_lines(judged)
+    # then, with slo.target_request_rate, the replicas and GPUs each configuration with a capacity needs
+    lines = verdict.summary_lines(judged) + sizing.lines(full, (slo or {}).get("target_request_rate"))
     html = results_dir / HTML_FILE
     atomic_write_text(html, page.render(results_dir.name, full, judged, records))
     text = "\n\n".join([*sections, "points:\n" + "\n".join(f"  {line}" for line in points)])

@@ -18,6 +18,7 @@ Sweep definition (``trtsweep_sweep``)::
     streaming: [true]
     triton: {}                          # extra triton_repo parameters for every point
     benchmark: {protocol: grpc, concurrency: [1, 2, 4], input_data: data/prompts.jsonl, ...}   # BENCHMARK_KEYS
+      # or, instead of concurrency: load: {search: slo, variable: concurrency, max: 64, max_levels: 8}
     placement:                          # where points run (see trtsweep.fleet.placement)
       mode: exclusive                   # exclusive: one point per host at a time | pack: side by side
       gpus_per_point: 0                 # backend hf only: GPUs an hf point takes (0 = CPU point)
@@ -33,6 +34,11 @@ serving TensorRT-LLM version's repository takes them, request inputs against the
 carries `input_data_sha256`, the prompts file's content hash, so a rerun after the file was edited reruns its
 points (resume compares settings hashes, `trtsweep.fleet.status`). `tests/unit/test_schema_reaches.py`
 proves that every key reaches the role, module or plan it configures.
+
+`benchmark.load` (a capacity search, llm-perf --search slo) is carried into each point's `benchmark` with its
+defaults and the sweep's SLO limits the search judges by (`load.slo`), so a changed limit changes the point's
+settings hash and reruns it; such a point's benchmark has no `concurrency` (the search picks its levels). A sweep
+without `load` plans points exactly as before (no `load` key in their benchmark, the same hashes).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from trtsweep.common.fileio import file_sha256
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.dataset import load_jsonl
 from trtsweep.sweep import flows, schema
+from trtsweep.sweep.slo import search_limits
 from trtsweep.toolchain.precisions import PRECISIONS as TRTLLM_PRECISIONS
 from trtsweep.triton import interface as triton_interface
 from trtsweep.triton import repository as triton_repository
@@ -65,6 +72,11 @@ BENCHMARK_KEYS = set(schema.Benchmark.model_fields)
 BENCHMARK_DEFAULTS: dict[str, Any] = {
     key: field.get_default(call_default_factory=True)
     for key, field in schema.Benchmark.model_fields.items()
+    if not field.is_required() and key != "load"  # a point has `load` only when the sweep searches
+}
+LOAD_DEFAULTS: dict[str, Any] = {
+    key: field.get_default(call_default_factory=True)
+    for key, field in schema.Load.model_fields.items()
     if not field.is_required()
 }
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -142,9 +154,14 @@ def _check_extra_inputs(point: dict[str, Any], field: str, inputs: dict[str, Any
             raise _fail(f"{field}.{key}", f"{key} is {kind}: expected {expected}, got {value!r}")
 
 
-def _benchmark(value: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any], Path]:
-    """The benchmark with llm-perf's defaults filled in, and the prompts file it reads (checked)."""
+def _benchmark(value: dict[str, Any], base_dir: Path, slo: dict[str, Any] | None) -> tuple[dict[str, Any], Path]:
+    """The benchmark with llm-perf's defaults filled in, and the prompts file it reads (checked). A load search
+    takes its defaults and the SLO limits it judges levels by (`load.slo`) and no concurrency list."""
     value = {**BENCHMARK_DEFAULTS, **value}
+    load = value.pop("load", None)
+    if load is not None:
+        value.pop("concurrency")
+        value["load"] = {**LOAD_DEFAULTS, **load, "slo": search_limits(slo)}
     return value, check_input_data(value["input_data"], base_dir)
 
 
@@ -236,7 +253,8 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
         flows.release(backend, trtllm.get("version"), flow, "trtllm.version")
     triton = _triton(backend, trtllm, sweep.get("triton"), "engine" in used_flows)
     pytorch, llm_api = sweep.get("pytorch") or {}, sweep.get("llm_api") or {}
-    benchmark, prompts = _benchmark(sweep["benchmark"], default_base_dir() if base_dir is None else base_dir)
+    base = default_base_dir() if base_dir is None else base_dir
+    benchmark, prompts = _benchmark(sweep["benchmark"], base, sweep.get("slo"))
     prompts_sha256 = file_sha256(prompts)  # in every point: an edited prompts file changes its settings hash
     placement = _placement(backend, sweep.get("placement"))
 

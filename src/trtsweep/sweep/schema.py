@@ -27,6 +27,7 @@ from pydantic import (
     GetJsonSchemaHandler,
     ValidationError,
     WithJsonSchema,
+    model_validator,
 )
 from pydantic_core import core_schema as cs
 
@@ -113,6 +114,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+class _At(ValueError):
+    """A model's own check between fields, about the field at `path` (relative to the model): the one-line error
+    names that field."""
+
+    def __init__(self, path: tuple[str | int, ...], problem: str) -> None:
+        super().__init__(problem)
+        self.path = path
+
+
 # -- the sweep ---------------------------------------------------------------------------------------------------
 
 
@@ -197,8 +207,38 @@ class Pytorch(_Strict):
     )
 
 
+# the limits llm-perf's capacity search judges each level by (--search-slo): the sweep's slo keys it measures
+SEARCH_LIMITS = ("ttft_p99_ms", "tpot_p99_ms", "e2e_p99_ms", "min_success_rate")
+
+
+class Load(_Strict):
+    """A capacity search instead of fixed levels: llm-perf raises the load (concurrency or request rate) level by
+    level, up to `max`, and narrows down to the highest load whose level meets the sweep's `slo:` limits."""
+
+    search: Literal["slo"] = Field(description="slo: the highest load within the sweep's slo: limits")
+    variable: Literal["concurrency", "request_rate"] = Field(
+        description="concurrency (closed loop, requests in flight) | request_rate (open loop, requests per second)"
+    )
+    max: float = Field(gt=0, allow_inf_nan=False, description="the highest load tried (a whole number for concurrency)")
+    max_levels: PositiveInt = Field(8, description="levels measured at most, each of num_requests requests")
+
+    @model_validator(mode="after")
+    def _whole_concurrency(self) -> Load:
+        if self.variable == "concurrency" and not float(self.max).is_integer():
+            raise _At(("max",), f"expected a whole number (variable concurrency: requests in flight), got {self.max!r}")
+        return self
+
+
+LOAD_ALONE = {  # a load search chooses its levels: an explicit concurrency list beside it is refused
+    "if": {"properties": {"load": {"type": "object"}}, "required": ["load"]},
+    "then": {"not": {"required": ["concurrency"]}},
+}
+
+
 class Benchmark(_Strict):
     """How llm-perf measures every point (left out: llm-perf's own defaults)."""
+
+    model_config = ConfigDict(json_schema_extra=LOAD_ALONE)
 
     protocol: Literal["grpc", "http"] = Field("grpc", description="Triton's grpc or http endpoint")
     concurrency: list[PositiveInt] = Field(
@@ -227,6 +267,17 @@ class Benchmark(_Strict):
         description="seconds without a finished request before a level is given up (0: no stall check)",
     )  # fmt: skip
     connect_timeout: Seconds = Field(10, description="seconds to reach the server")
+    load: Load | None = Field(
+        None,
+        description="a capacity search instead of the concurrency list: the highest load within the sweep's slo: "
+        "limits (needs slo:)",
+    )
+
+    @model_validator(mode="after")
+    def _load_or_concurrency(self) -> Benchmark:
+        if self.load is not None and "concurrency" in self.model_fields_set:
+            raise _At(("load",), "a load search chooses its own levels: give load or concurrency, not both")
+        return self
 
 
 class Placement(_Strict):
@@ -259,6 +310,11 @@ class Slo(_Strict):
     accuracy_metric: Literal[ACCURACY_METRICS] = Field(  # type: ignore[valid-type]
         "rougeL", description="the accuracy column judged (default rougeL)"
     )
+    target_request_rate: float = Field(
+        None, gt=0, allow_inf_nan=False,
+        description="requests per second to serve (not a per-row limit): the report sizes each configuration with a "
+        "capacity (benchmark.load) in replicas and GPUs",
+    )  # fmt: skip
 
 
 TRTLLM_REQUIRED = {
@@ -268,10 +324,22 @@ TRTLLM_REQUIRED = {
 }
 
 
+LOAD_NEEDS_SLO = {
+    "if": {
+        "properties": {"benchmark": {"properties": {"load": {"type": "object"}}, "required": ["load"]}},
+        "required": ["benchmark"],
+    },
+    "then": {
+        "required": ["slo"],
+        "properties": {"slo": {"type": "object", "anyOf": [{"required": [key]} for key in SEARCH_LIMITS]}},
+    },
+}
+
+
 class Sweep(_Strict):
     """One sweep: the matrix of models x precisions x parallelism x max batch sizes x lengths x streaming."""
 
-    model_config = ConfigDict(title="trtsweep sweep", json_schema_extra=TRTLLM_REQUIRED)
+    model_config = ConfigDict(title="trtsweep sweep", json_schema_extra={"allOf": [TRTLLM_REQUIRED, LOAD_NEEDS_SLO]})
 
     name: str = Field(pattern=NAME_PATTERN, description="the sweep's name: results/<name>/")
     backend: Literal["hf", "tensorrtllm"] = Field("hf", description="hf (transformers, no GPU needed) | tensorrtllm")
@@ -306,6 +374,14 @@ class Sweep(_Strict):
     benchmark: Benchmark = Field(description="how llm-perf measures every point")
     placement: Placement | None = Field(None, description="where points run (see trtsweep.fleet.placement)")
     slo: Slo | None = Field(None, description="service-level objectives the report judges by")
+
+    @model_validator(mode="after")
+    def _load_needs_limits(self) -> Sweep:
+        limits = [key for key in SEARCH_LIMITS if self.slo is not None and getattr(self.slo, key) is not None]
+        if self.benchmark.load is not None and not limits:
+            raise _At(("slo",), f"benchmark.load searches for the highest load within the SLOs: give at least one of "
+                                f"{', '.join(SEARCH_LIMITS)}")  # fmt: skip
+        return self
 
 
 class SweepFile(BaseModel):
@@ -355,6 +431,15 @@ def _child(node: dict[str, Any], seg: str | int, root: dict[str, Any]) -> dict[s
     if isinstance(node.get("additionalProperties"), dict):
         return node["additionalProperties"]
     return next(iter(node.get("patternProperties", {}).values()), {})
+
+
+def _properties(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """The keys a mapping node knows, an optional section's (`anyOf` [the section, null]) included."""
+    node = _resolve(node, root)
+    found = dict(node.get("properties", {}))
+    for alternative in node.get("anyOf", []):
+        found |= _properties(alternative, root)
+    return found
 
 
 def _number(value: Any) -> str:
@@ -442,7 +527,7 @@ def _message(errors: list[Any], raw: Any, model: type[BaseModel], prefix: tuple[
         node = root
         for seg in parent:
             node = _child(node, seg, root)
-        known = sorted(_resolve(node, root).get("properties", {}))
+        known = sorted(_properties(node, root))
         if not parent and not prefix:
             return f"sweep: unknown field(s) {sorted(unknown)}; known: {known}"
         return f"sweep field '{_path([*prefix, *parent])}': unknown key(s) {sorted(unknown)}; known: {known}"
@@ -456,7 +541,10 @@ def _message(errors: list[Any], raw: Any, model: type[BaseModel], prefix: tuple[
         expected = f"a name matching {patterns[0]!r}" if patterns else "a string"
         return f"{head}: expected keys that are {expected}, got {error['input']!r}"
     if error["type"] == "value_error":  # the models' own checks say what they expected
-        return f"{head}: {error['ctx']['error']}"
+        problem = error["ctx"]["error"]
+        if isinstance(problem, _At):  # a check between fields names the field it is about
+            return f"sweep field '{_path([*prefix, *parts, *problem.path])}': {problem}"
+        return f"{head}: {problem}"
     got = "nothing (the field is required)" if error["type"] == "missing" else repr(error["input"])
     return f"{head}: expected {describe(node, root)}, got {got}"
 

@@ -11,21 +11,29 @@ A sweep file may carry
                                # highest precision (at the same concurrency)
       min_accuracy: 0.2        # and never below this
       accuracy_metric: rougeL  # default rougeL
+      target_request_rate: 300 # req/s to serve: not a per-row limit; the report sizes each configuration with a
+                               # capacity (benchmark.load) in replicas and GPUs (trtsweep.report.sizing)
 
-The report's verdict (trtsweep.report.verdict) judges the measured rows by it.
+The report's verdict (trtsweep.report.verdict) judges the measured rows by it. A capacity search
+(`benchmark.load`) judges each level it measures by the latency and success limits (SEARCH_LIMITS, `search_limits`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from trtsweep.sweep.schema import ACCURACY_METRICS, Slo, validate_section
+from trtsweep.sweep.schema import ACCURACY_METRICS, SEARCH_LIMITS, Slo, validate_section
 
 LIMITS = {"ttft_p99_ms": "TTFT p99", "tpot_p99_ms": "TPOT p99", "e2e_p99_ms": "E2E p99"}
 KEYS = set(Slo.model_fields)
-__all__ = ["ACCURACY_METRICS", "KEYS", "LIMITS", "check"]
+__all__ = ["ACCURACY_METRICS", "KEYS", "LIMITS", "SEARCH_LIMITS", "check", "search_limits"]
 
 
 def check(slo: Any) -> dict[str, Any]:
     """The sweep's `slo:` mapping, validated against the schema's `Slo` (TrtsweepError naming the field otherwise)."""
     return {} if slo is None else dict(validate_section(Slo, slo, "slo"))
+
+
+def search_limits(slo: dict[str, Any] | None) -> dict[str, float]:
+    """The limits of the SLOs a capacity search judges each level by (llm-perf --search-slo), in SEARCH_LIMITS order."""
+    return {key: (slo or {})[key] for key in SEARCH_LIMITS if (slo or {}).get(key) is not None}

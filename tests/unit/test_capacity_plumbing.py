@@ -1,0 +1,270 @@
+"""Issue 25, the capacity of one configuration: the sweep's `benchmark.load` (schema, plan), the llm-perf command
+line the trtsweep_llm_perf module builds from it, results.csv's capacity columns from a summary's `search` object,
+and the report's sizing for `slo.target_request_rate` (trtsweep.report.sizing)."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.fleet.status import settings_hash
+from trtsweep.report import results_table, sizing, writer
+from trtsweep.sweep import planning, schema, slo
+
+from .test_schema_reaches import LLM_PERF_MODULE, _module, llm_perf_argv
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "report_results" / "smollm2-cpu-demo"
+FP32 = "smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream"
+INT8 = "smollm2-135m_int8_tp1pp1_bs4_isl1024osl128_stream"
+LOAD = {"search": "slo", "variable": "concurrency", "max": 64}
+
+
+def sweep(load: dict[str, Any] | None = LOAD, slo_: dict[str, Any] | None = None, **benchmark: Any) -> dict[str, Any]:
+    return {
+        "name": "cap",
+        "models": [{"repo_id": "HuggingFaceTB/SmolLM2-135M-Instruct", "name": "smollm2"}],
+        "precisions": ["float32"],
+        "parallelism": [{"tp": 1, "pp": 1}],
+        "max_batch_sizes": [4],
+        "lengths": [{"input": 512, "output": 64}],
+        "streaming": [True],
+        "benchmark": {"input_data": "data/prompts.jsonl", **({"load": load} if load else {}), **benchmark},
+        **({"slo": slo_} if slo_ is not None else {"slo": {"ttft_p99_ms": 1000}}),
+    }
+
+
+def error_of(raw: dict[str, Any]) -> str:
+    with pytest.raises(TrtsweepError) as caught:
+        schema.validate(raw)
+    text = str(caught.value)
+    assert "\n" not in text
+    return text
+
+
+# -- the sweep file ----------------------------------------------------------------------------------------------
+
+
+def test_the_schema_takes_a_load_search_with_a_slo_limit():
+    for load in (LOAD, {"search": "slo", "variable": "request_rate", "max": 7.5, "max_levels": 5}):
+        assert schema.validate(sweep(load)) == sweep(load)  # unchanged
+    assert schema.validate(sweep(slo_={"min_success_rate": 0.99, "target_request_rate": 300}))
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (sweep(concurrency=[1, 2]), "sweep field 'benchmark.load': a load search chooses its own levels: give load "
+         "or concurrency, not both"),
+        (sweep(slo_={}), "sweep field 'slo': benchmark.load searches for the highest load within the SLOs: give at "
+         "least one of ttft_p99_ms, tpot_p99_ms, e2e_p99_ms, min_success_rate"),
+        (sweep(slo_={"min_accuracy": 0.2, "target_request_rate": 10}), "sweep field 'slo': benchmark.load searches "
+         "for the highest load within the SLOs: give at least one of ttft_p99_ms, tpot_p99_ms, e2e_p99_ms, "
+         "min_success_rate"),
+        ({k: v for k, v in sweep().items() if k != "slo"}, "sweep field 'slo': benchmark.load searches for the "
+         "highest load within the SLOs: give at least one of ttft_p99_ms, tpot_p99_ms, e2e_p99_ms, min_success_rate"),
+        (sweep({**LOAD, "max": 8.5}), "sweep field 'benchmark.load.max': expected a whole number (variable "
+         "concurrency: requests in flight), got 8.5"),
+        (sweep({**LOAD, "max": 0}), "sweep field 'benchmark.load.max': expected a positive number, got 0"),
+        (sweep({**LOAD, "variable": "qps"}), "sweep field 'benchmark.load.variable': expected one of 'concurrency', "
+         "'request_rate', got 'qps'"),
+        (sweep({**LOAD, "search": "max"}), "sweep field 'benchmark.load.search': expected 'slo', got 'max'"),
+        (sweep({**LOAD, "max_levels": 0}), "sweep field 'benchmark.load.max_levels': expected a positive integer, "
+         "got 0"),
+        (sweep({"search": "slo", "variable": "concurrency"}), "sweep field 'benchmark.load.max': expected a positive "
+         "number, got nothing (the field is required)"),
+        (sweep({**LOAD, "levels": 3}), "sweep field 'benchmark.load': unknown key(s) ['levels']; known: ['max', "
+         "'max_levels', 'search', 'variable']"),
+        (sweep(slo_={"ttft_p99_ms": 1, "target_request_rate": 0}), "sweep field 'slo.target_request_rate': expected "
+         "a positive number, got 0"),
+    ],
+)  # fmt: skip
+def test_the_schema_refuses_a_load_search_in_one_line_naming_the_field(raw, message):
+    assert error_of(raw) == message
+
+
+def test_an_unknown_key_of_an_optional_section_lists_the_known_ones():
+    assert error_of(sweep(slo_={"ttft": 1})).startswith("sweep field 'slo': unknown key(s) ['ttft']; known: ['accuracy")
+
+
+def test_the_schema_file_says_the_same_between_fields():
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(json.loads((ROOT / "sweep.schema.json").read_text()))
+    assert validator.is_valid({"trtsweep_sweep": sweep()})
+    for bad in (sweep(concurrency=[1]), sweep(slo_={}), sweep(slo_={"min_accuracy": 0.2})):
+        assert not validator.is_valid({"trtsweep_sweep": bad})
+
+
+def test_slo_check_takes_the_target_rate_and_the_search_takes_only_the_latency_and_success_limits():
+    given = {"ttft_p99_ms": 1000, "min_accuracy": 0.2, "min_success_rate": 0.99, "target_request_rate": 300}
+    assert slo.check(given) == given
+    assert slo.search_limits(given) == {"ttft_p99_ms": 1000, "min_success_rate": 0.99}
+    assert slo.search_limits(None) == {}
+
+
+def test_a_point_carries_its_load_search_with_its_limits_in_its_settings_hash():
+    (point,) = planning.expand(sweep(slo_={"tpot_p99_ms": 50, "min_accuracy": 0.2}, num_requests=40))
+    assert point["benchmark"]["load"] == {**LOAD, "max_levels": 8, "slo": {"tpot_p99_ms": 50}}
+    assert "concurrency" not in point["benchmark"] and point["benchmark"]["num_requests"] == 40
+    (other,) = planning.expand(sweep(slo_={"tpot_p99_ms": 40}, num_requests=40))
+    (more,) = planning.expand(sweep({**LOAD, "max": 128}, slo_={"tpot_p99_ms": 50}, num_requests=40))
+    hashes = {settings_hash(p) for p in (point, other, more)}
+    assert len(hashes) == 3  # a changed limit or max measures something else
+    (plain,) = planning.expand(sweep(None, concurrency=[1, 2]))
+    assert "load" not in plain["benchmark"] and plain["benchmark"]["concurrency"] == [1, 2]  # as before
+
+
+# -- the Ansible path --------------------------------------------------------------------------------------------
+
+
+def test_the_module_builds_the_search_flags_and_no_concurrency():
+    module = _module(LLM_PERF_MODULE)
+    assert module.SEARCH_LIMITS == schema.SEARCH_LIMITS
+    params = {"url": "h:8001", "input_data": "/p.jsonl", "export_file": "/r/llm_perf.json", "num_requests": 100,
+              "concurrency": [1], "streaming": True, "chat_template": False, "extra_inputs": {},
+              "search": {"search": "slo", "variable": "concurrency", "max": 64.0, "max_levels": 6,
+                         "slo": {"min_success_rate": 0.99, "ttft_p99_ms": 1000.0, "min_accuracy": 0.2,
+                                 "e2e_p99_ms": 20000, "tpot_p99_ms": 50}}}  # fmt: skip
+    argv = module.command(params)
+    tail = argv[argv.index("--search") :]
+    assert tail[:10] == ["--search", "slo", "--search-variable", "concurrency", "--search-slo",
+                         "ttft_p99_ms=1000,tpot_p99_ms=50,e2e_p99_ms=20000,min_success_rate=0.99",
+                         "--search-max", "64", "--search-max-levels", "6"]  # fmt: skip
+    assert "--concurrency" not in argv and argv[argv.index("--num-requests") + 1] == "100"
+    rate = module.command({**params, "search": {**params["search"], "variable": "request_rate", "max": 2.5}})
+    assert rate[rate.index("--search-max") + 1] == "2.5"
+    plain = module.command({**params, "search": None})
+    assert plain[plain.index("--concurrency") + 1] == "1" and "--search" not in plain
+    with pytest.raises(ValueError, match=r"search\.slo needs at least one of"):
+        module.command({**params, "search": {**params["search"], "slo": {"min_accuracy": 0.2}}})
+
+
+def test_run_point_and_the_role_hand_the_points_search_to_llm_perf():
+    (point,) = planning.expand(sweep({**LOAD, "max_levels": 4}, slo_={"e2e_p99_ms": 20000}, num_requests=30))
+    _, argv = llm_perf_argv(point)
+    assert "--concurrency" not in argv
+    flags = ("--search", "--search-variable", "--search-slo", "--search-max", "--search-max-levels", "--num-requests")
+    found = {flag: argv[argv.index(flag) + 1] for flag in flags}
+    assert found == {"--search": "slo", "--search-variable": "concurrency", "--search-slo": "e2e_p99_ms=20000",
+                     "--search-max": "64", "--search-max-levels": "4", "--num-requests": "30"}  # fmt: skip
+
+
+# -- results.csv ---------------------------------------------------------------------------------------------------
+
+SEARCH = {
+    "variable": "concurrency",
+    "slo": {"ttft_p99_ms": 5000},
+    "levels": [
+        {"value": 1, "met": True, "misses": [], "stopped_early": None, "request_throughput": 0.4,
+         "output_token_throughput": 40.0},
+        {"value": 4, "met": False, "misses": ["TTFT p99 6000 ms > 5000 ms"], "stopped_early": "ttft_p99_ms",
+         "request_throughput": 0.9, "output_token_throughput": 90.0},
+        {"value": 2, "met": True, "misses": [], "stopped_early": None, "request_throughput": 0.7,
+         "output_token_throughput": 70.0},
+    ],
+    "capacity": {"value": 2, "concurrency": 2, "request_rate": 0.7, "output_token_throughput": 70.0},
+    "bound": "tight",
+    "budget_levels": 8,
+}  # fmt: skip
+
+
+def searched_results(tmp_path: Path, search: dict[str, Any] = SEARCH, gpus: list[int] | None = None) -> Path:
+    results = Path(shutil.copytree(DATA, tmp_path / "smollm2-cpu-demo"))
+    summary_file = results / INT8 / "llm_perf.summary.json"
+    summary_file.write_text(json.dumps({**json.loads(summary_file.read_text()), "search": search}))
+    if gpus is not None:
+        status_file = results / INT8 / "status.json"
+        status_file.write_text(json.dumps({**json.loads(status_file.read_text()), "gpus": gpus}))
+    return results
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_results_csv_has_the_capacity_on_each_row_of_a_searched_point_and_empty_elsewhere(tmp_path):
+    results = searched_results(tmp_path, gpus=[0, 1])
+    writer.write(results)
+    rows = read_csv(results / "results.csv")
+    assert list(rows[0]) == list(results_table.COLUMNS)
+    searched = [r for r in rows if r["point"] == INT8]
+    assert searched and all(
+        [r[c] for c in results_table.CAPACITY] == ["0.7", "2", "35", "3", "tight"] for r in searched
+    )
+    assert all(r[c] == "" for r in rows if r["point"] == FP32 for c in results_table.CAPACITY)
+
+
+def test_results_csv_leaves_an_unknown_capacity_empty_never_zero(tmp_path):
+    none = {**SEARCH, "capacity": None, "bound": "none", "levels": SEARCH["levels"][1:2]}
+    writer.write(results := searched_results(tmp_path, none))
+    row = next(r for r in read_csv(results / "results.csv") if r["point"] == INT8)
+    assert [row[c] for c in results_table.CAPACITY] == ["", "", "", "1", "none"]
+    capacity = {"value": 2.0, "concurrency": None, "request_rate": 1.9, "output_token_throughput": None}
+    by_rate = {**SEARCH, "variable": "request_rate", "bound": "open", "capacity": capacity}
+    columns = results_table.capacity_columns(by_rate, 0)
+    assert columns == {"capacity_rps": 1.9, "capacity_concurrency": None, "capacity_out_tok_s_per_gpu": None,
+                       "capacity_levels": 3, "capacity_bound": "open"}  # fmt: skip
+
+
+# -- sizing ------------------------------------------------------------------------------------------------------
+
+
+def row(point: str, bound: str | None, rate: float | None, gpus: int, concurrency: int | None = 8) -> dict[str, Any]:
+    return {"point": point, "point_status": "ok", "concurrency": 1, "gpus": gpus, "capacity_bound": bound,
+            "capacity_rps": rate, "capacity_concurrency": concurrency}  # fmt: skip
+
+
+def test_sizing_names_the_configuration_needing_the_fewest_gpus():
+    rows = [row("a_tp1", "tight", 80.0, 2, 16), row("a_tp1", "tight", 80.0, 2, 16), row("b_tp4", "tight", 200.0, 4),
+            row("c_open", "open", 50.0, 1), row("d_none", "none", None, 1), row("e_plain", None, None, 1)]  # fmt: skip
+    assert sizing.lines(rows, 300) == [
+        "serving 300 req/s within the SLOs: c_open needs 6 replicas, 6 GPUs (fewest) "
+        "(at least: the search max met the SLOs)",
+        "  c_open: 50 req/s per replica at concurrency 8 (at least: the search max met the SLOs) -> 6 replicas, "
+        "6 GPUs (fewest)",
+        "  b_tp4: 200 req/s per replica at concurrency 8 -> 2 replicas, 8 GPUs",
+        "  a_tp1: 80 req/s per replica at concurrency 16 -> 4 replicas, 8 GPUs",
+        "  d_none: cannot meet the SLOs at any load measured",
+    ]
+    sized = {e["point"]: (e["replicas"], e["total_gpus"]) for e in sizing.size(rows, 300)}
+    assert sized == {"a_tp1": (4, 8), "b_tp4": (2, 8), "c_open": (6, 6), "d_none": (None, None)}  # e: no search
+    assert sizing.lines(rows, 80)[0] == "serving 80 req/s within the SLOs: a_tp1 needs 1 replica, 2 GPUs (fewest)"
+
+
+def test_sizing_without_a_target_a_search_or_a_capacity():
+    assert sizing.lines([row("a", "tight", 1.0, 1)], None) == []
+    assert sizing.lines([row("a", None, None, 1)], 5) == [
+        "serving 5 req/s within the SLOs: no configuration was measured with a capacity search (benchmark.load)"
+    ]
+    failed = {**row("b", "tight", 9.0, 1), "point_status": "failed"}
+    assert sizing.lines([row("a", "none", None, 1), failed], 5) == [
+        "serving 5 req/s within the SLOs: no configuration can (cannot meet the SLOs at any load measured, "
+        "or not sized)",
+        "  a: cannot meet the SLOs at any load measured",
+        "  b: not sized: the point did not finish ok (failed)",
+    ]
+    cpu = sizing.lines([row("cpu", "tight", 2.0, 0, None)], 5)
+    assert cpu == ["serving 5 req/s within the SLOs: cpu needs 3 replicas, no GPU (fewest)",
+                   "  cpu: 2 req/s per replica -> 3 replicas, no GPU (fewest)"]  # fmt: skip
+
+
+def test_the_report_adds_the_sizing_lines_for_the_target_rate(tmp_path):
+    results = searched_results(tmp_path, gpus=[0, 1])
+    target = {**json.loads((DATA / "slo.json").read_text()), "target_request_rate": 3}
+    report = writer.write(results, copy.deepcopy(target))
+    assert report.verdict[-2:] == [
+        f"serving 3 req/s within the SLOs: {INT8} needs 5 replicas, 10 GPUs (fewest)",
+        f"  {INT8}: 0.7 req/s per replica at concurrency 2 -> 5 replicas, 10 GPUs (fewest)",
+    ]
+    assert "serving 3 req/s within the SLOs" in (results / "report.md").read_text()
+    assert json.loads((results / "slo.json").read_text())["target_request_rate"] == 3
+    without = writer.write(searched_results(tmp_path / "again"))  # the kept slo.json has no target
+    assert not any(line.startswith("serving") for line in without.verdict)
