@@ -1,4 +1,5 @@
-"""One benchmark run: prepare requests from the data set, run every level, export as it goes.
+"""One benchmark run: prepare requests from the data set, run every level (or the levels an SLO capacity search
+picks, one after another), export as it goes.
 
 This is the library entry point shared by the `llm-perf` CLI and the `trtsweep_llm_perf` Ansible module.
 """
@@ -25,7 +26,8 @@ from trtsweep.perf.levels import BenchmarkConfig, LevelReport
 from trtsweep.perf.metrics import LevelStats, TokenCount, request_metrics
 from trtsweep.perf.protocols import Protocol, make_protocol
 from trtsweep.perf.protocols.base import PreparedRequest, RequestResult
-from trtsweep.perf.runner import describe, run_level
+from trtsweep.perf.runner import Level, describe, run_level
+from trtsweep.perf.search import EarlyStop, Search
 from trtsweep.perf.spool import RequestLog, Spool
 from trtsweep.perf.stats import summarize
 
@@ -154,9 +156,13 @@ def run(
     config: BenchmarkConfig,
     on_level: Callable[[LevelReport], None] | None = None,
     on_result: Callable[[LevelReport], None] | None = None,
+    search: Search | None = None,
 ) -> list[LevelReport]:
-    """Run every concurrency level; exports are rewritten (atomically) after each level and on interrupt."""
+    """Run every level, or with `config.search` the levels the SLO search picks (`search`, for a caller that reads
+    its outcome; made here when not given); exports are rewritten (atomically) after each level and on interrupt."""
     config.levels(1)  # load options are checked before any file is read
+    if config.search is not None and search is None:
+        search = Search(config.search)
     tokenizer = Tokenizer(config.tokenizer_path) if config.tokenizer_path else None
     if config.input_data is not None:
         records = load_jsonl(config.input_data)
@@ -167,7 +173,8 @@ def run(
     requests = prepare(records, config, tokenizer)
     count: TokenCount | None = tokenizer.count if tokenizer else None
     scorer = Scoring(config.scorer)
-    levels = config.levels(len(requests) if config.num_requests is None else config.num_requests)
+    per_level = len(requests) if config.num_requests is None else config.num_requests
+    levels = iter(config.levels(per_level))
     reports: list[LevelReport] = []
     started = time.time()
     work = ExitStack()
@@ -181,14 +188,22 @@ def run(
     work.callback(scorer.close)
     origin: list[int] = []  # the run's first send (perf_counter ns): the zero of every exported time
 
+    def next_level() -> Level | None:
+        if search is None:
+            return next(levels, None)
+        value = search.next_value()
+        return None if value is None else config.level(search.spec.variable, value, per_level)
+
     def finish(
         report: LevelReport,
         client: dict[str, Any] | None = None,
         server: dict[str, Any] | None = None,
         identity: IdentityCheck | None = None,
+        early: EarlyStop | None = None,
     ) -> None:
         """One pass over the level's spool: per-request metrics and scores into the summary's compact arrays
-        and the request log; then the exports."""
+        and the request log; a search level (`early`: its early stop) becomes the search's next step; then the
+        exports."""
         stats = LevelStats(config.slo)
         if not origin and report.spool.first_sent:
             origin.append(report.spool.first_sent)
@@ -215,12 +230,21 @@ def run(
             report.summary["server_identity"] = identity.summary()
             if identity.error:
                 report.summary["error"] = identity.error
+        if search is not None and early is not None:
+            if early.reason:
+                report.summary["stopped_early"] = early.reason
+            variable = search.spec.variable
+            search.record(getattr(report.level, variable), report.summary, early.reason)
         if config.export_file:
-            export.write_all(config.export_file, config, reports, records, log, started)
+            export.write_all(config.export_file, config, reports, records, log, started,
+                             search.as_dict() if search else None)  # fmt: skip
 
-    def record(report: LevelReport, result: RequestResult) -> None:
+    def record(report: LevelReport, early: EarlyStop | None, result: RequestResult) -> None:
         report.spool.add(result)
         report.count += 1
+        if early is not None and not result.warmup:
+            m = request_metrics(result, "", None, None)
+            early.add(result.ok, {"ttft": m.ttft, "e2e": m.e2e})
         if on_result:
             on_result(report)
 
@@ -229,7 +253,7 @@ def run(
         await protocol.start()
         session = aiohttp.ClientSession() if config.server_metrics_url else None
         try:
-            for level in levels:
+            while (level := next_level()) is not None:
                 report = LevelReport(level, Spool(files["spool"]))
                 reports.append(report)
                 identity = IdentityCheck(protocol, config.expect_server_id) if config.expect_server_id else None
@@ -240,14 +264,16 @@ def run(
                 metrics = server_metrics.LevelMetrics(session, url) if session and url else None
                 if metrics:
                     await metrics.start()
+                early = EarlyStop(search.spec.slo, level.planned_requests) if search else None
+                stop = early.stopped if early else lambda: False
                 async with ClientHealth() as health:
-                    await run_level(protocol, requests, report.level, config.seed, partial(record, report))
+                    await run_level(protocol, requests, level, config.seed, partial(record, report, early), stop)
                 if metrics:  # a server may count a request a moment after its final response left
                     await asyncio.sleep(server_metrics.SETTLE_S)
                 server = await metrics.finish() if metrics else None
                 if identity:
                     await identity.check("after", level.label)
-                finish(report, health.summary(report.count), server, identity)
+                finish(report, health.summary(report.count), server, identity, early)
                 if identity and identity.error:  # the level's numbers are written, marked with the error
                     raise TrtsweepError(identity.error)
                 if on_level:

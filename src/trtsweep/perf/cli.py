@@ -14,6 +14,7 @@ from trtsweep.errors import TrtsweepError
 from trtsweep.perf import export
 from trtsweep.perf.benchmark import BenchmarkConfig, LevelReport, run
 from trtsweep.perf.protocols import Endpoint
+from trtsweep.perf.search import VARIABLES, Search, SearchSpec, check_slo
 
 
 def int_list(text: str) -> list[int]:
@@ -81,6 +82,31 @@ def slo_spec(text: str) -> dict[str, float]:
             raise argparse.ArgumentTypeError(f"expected ttft|tpot|e2e=<number>[ms|s|us], got {item!r}")
         out[name] = float(match.group(1)) * UNITS[match.group(2) or "ms"]
     return out
+
+
+def search_slo(text: str) -> dict[str, float]:
+    """ "ttft_p99_ms=1000,min_success_rate=0.99" -> the SLO as a sweep's `slo:` writes it."""
+    out = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        key, _, value = item.partition("=")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected key=number, got {item!r}") from None
+    try:
+        return check_slo(out)
+    except TrtsweepError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
 
 
 def mean_std(text: str) -> tuple[float, float]:
@@ -161,6 +187,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--burstiness", type=float, default=1.0, help="open loop, gamma arrivals: <1 burstier, >1 smoother")
     p.add_argument("--max-concurrency", type=int, help="open loop: cap on requests in flight")
     p.add_argument("--duration", type=float, help="seconds per level instead of --num-requests")
+    p.add_argument(
+        "--search", choices=["slo"],
+        help="slo: instead of listed levels, search the largest load whose level meets every --search-slo limit "
+        "(the synchronous level, the saturating one, then bisection); the result is the summary's 'search' object",
+    )  # fmt: skip
+    p.add_argument("--search-variable", choices=VARIABLES, help="--search: the load to search (default concurrency)")
+    p.add_argument(
+        "--search-slo", type=search_slo, metavar="KEY=VALUE,...",
+        help="--search: limits a level must meet, keys of a sweep's slo: ttft_p99_ms, tpot_p99_ms, e2e_p99_ms "
+        "(p99 upper bounds, ms), min_success_rate (succeeded / requests), e.g. ttft_p99_ms=1000,min_success_rate=0.99",
+    )  # fmt: skip
+    p.add_argument(
+        "--search-max", type=positive, metavar="N",
+        help="--search: the saturating end, the highest concurrency (default 64) or request rate (req/s; required) "
+        "to try; a request-rate search starts at N/64",
+    )  # fmt: skip
+    p.add_argument("--search-max-levels", type=count(2), metavar="N", help="--search: levels to measure at most "
+                   "(default 8)")  # fmt: skip
     p.add_argument("--slo", type=slo_spec, default={}, help="goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=2s")
     p.add_argument("--input-data", type=Path, help="jsonl prompts ({'input': ..., 'output': ...})")
     p.add_argument("--synthetic-input-tokens", type=mean_std, help="no --input-data: prompt tokens MEAN[,STD]")
@@ -208,6 +252,28 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+# --search's options (argparse dest) -> SearchSpec fields
+SEARCH_OPTIONS = {"search_variable": "variable", "search_slo": "slo", "search_max": "maximum",
+                  "search_max_levels": "max_levels"}  # fmt: skip
+
+
+def search_from_args(args: argparse.Namespace) -> SearchSpec | None:
+    """--search and its options as the search's spec (None without --search); TrtsweepError for options that
+    mean nothing together."""
+    given = {dest: getattr(args, dest) for dest in SEARCH_OPTIONS if getattr(args, dest) is not None}
+    if args.search is None:
+        if given:
+            flags = ", ".join("--" + dest.replace("_", "-") for dest in given)
+            raise TrtsweepError(f"{flags}: only with --search slo")
+        return None
+    spec = {SEARCH_OPTIONS[dest]: value for dest, value in given.items()}
+    if spec.get("variable") == "request_rate" and "maximum" not in spec:
+        raise TrtsweepError("--search-variable request_rate needs --search-max (the highest request rate to try)")
+    if spec.get("variable", "concurrency") == "concurrency" and spec.get("maximum", 0.5).is_integer():
+        spec["maximum"] = int(spec["maximum"])  # a concurrency: 8, not 8.0, in the exports
+    return SearchSpec(**spec)
+
+
 def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
     extra = {**args.extra_inputs, **args.extra_inputs_json}
     if args.ignore_eos:
@@ -226,7 +292,7 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
         endpoint=endpoint,
         protocol=args.protocol,
         input_data=args.input_data,
-        concurrency=args.concurrency or ([] if args.request_rate else [1]),
+        concurrency=args.concurrency or ([] if args.request_rate or args.search else [1]),
         request_rate=args.request_rate or [],
         arrival=args.arrival,
         burstiness=args.burstiness,
@@ -243,6 +309,7 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
         scorer=args.scorer,
         server_metrics_url=args.server_metrics_url,
         expect_server_id=args.expect_server_id,
+        search=search_from_args(args),
         synthetic=(args.num_prompts, args.synthetic_input_tokens, args.synthetic_output_tokens)
         if args.synthetic_input_tokens
         else None,
@@ -275,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(export.headline(export.level_info(report.level), report.summary))
         summary = report.summary
         print(f"\r{report.level.label}: {summary.get('succeeded', 0)}/{summary.get('requests', 0)} ok", file=sys.stderr)
+        if summary.get("stopped_early"):
+            print(f"llm-perf: {report.level.label}: stopped early: {summary['stopped_early']}", file=sys.stderr)
         for warning in summary.get("warnings", []):
             print(f"llm-perf: warning: {report.level.label}: {warning}", file=sys.stderr)
         abandoned = summary.get("abandoned") or {}
@@ -298,9 +367,14 @@ def main(argv: list[str] | None = None) -> int:
             total = level.warmup_requests + level.num_requests if not level.duration_s else "?"
             print(f"\r{level.label}: {report.count}/{total} requests", end="", file=sys.stderr, flush=True)
 
+    search: list[Search] = []
     try:
-        reports = run(config_from_args(args), on_level=show, on_result=progress if sys.stderr.isatty() else None)
-        empty = export.unmeasured([{**export.level_info(r.level), "summary": r.summary} for r in reports])
+        config = config_from_args(args)
+        search.extend([Search(config.search)] if config.search else [])
+        reports = run(config, show, progress if sys.stderr.isatty() else None, *search)
+        # a search's higher levels may fail entirely (a finding); its first level must measure something
+        checked = reports[:1] if search else reports
+        empty = export.unmeasured([{**export.level_info(r.level), "summary": r.summary} for r in checked])
         if empty:
             print(f"llm-perf: error: {empty}; what was measured is written", file=sys.stderr)
             return 3
@@ -313,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if rows:
             print(export.table(rows))
+        for line in search[0].lines() if search and search[0].steps else ():
+            print(line)
     return 0
 
 

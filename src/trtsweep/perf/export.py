@@ -8,6 +8,9 @@
   ``<export>.inflight.jsonl`` as each one ends (removed once the level is processed);
 * ``<export>.csv``   one row per level with the headline numbers;
 * ``<export>.summary.json``  the summaries only (what the Ansible module returns).
+
+A run with ``--search slo`` adds the search (trtsweep.perf.search: its steps, the capacity, the bound) as the
+top-level ``search`` object of the profile and the summary.
 """
 
 from __future__ import annotations
@@ -155,9 +158,11 @@ def write_all(
     records: Sequence[Record],
     log: RequestLog,
     started: float,
+    search: dict[str, Any] | None = None,
 ) -> None:
-    """The summary, CSV and profile export of the levels so far. The profile is streamed: each level's request
-    rows are copied from the request log, so writing it costs one pass over the log and no memory."""
+    """The summary, CSV and profile export of the levels so far (and the SLO search's state, when one runs). The
+    profile is streamed: each level's request rows are copied from the request log, so writing it costs one pass
+    over the log and no memory."""
     levels = [
         {
             "concurrency": rep.level.concurrency,
@@ -168,9 +173,10 @@ def write_all(
         for rep in reports
     ]
     out = paths(export_file)
-    summary = {"started_unix": started, "config": config.as_dict(), "levels": levels}
+    head = {"started_unix": started, "config": config.as_dict(), **({"search": search} if search else {})}
+    summary = {**head, "levels": levels}
     with atomic_writer(out["profile"]) as handle:
-        handle.write(strict_json({"started_unix": started, "config": config.as_dict()}, None)[:-2])
+        handle.write(strict_json(head, None)[:-2])
         handle.write(', "levels": [\n')
         for i, level in enumerate(levels):
             handle.write(("," if i else "") + strict_json(level, None)[:-2] + ', "requests": [\n')

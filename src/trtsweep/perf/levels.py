@@ -11,6 +11,7 @@ from typing import Any
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.protocols import Endpoint
 from trtsweep.perf.runner import Level
+from trtsweep.perf.search import SearchSpec
 from trtsweep.perf.spool import RequestLog, Spool
 
 
@@ -38,10 +39,15 @@ class BenchmarkConfig:
     synthetic: tuple[int, tuple[float, float], tuple[float, float]] | None = None  # count, input, output (mean, std)
     # Triton protocols: the server id (`--id`) the server must report before and after every level
     expect_server_id: str | None = None
+    # --search slo: the levels are chosen one by one by the SLO capacity search (`level`), not listed
+    search: SearchSpec | None = None
 
     def levels(self, per_level: int) -> list[Level]:
-        """The load levels in order: every concurrency, then every request rate."""
-        if bool(self.concurrency) == bool(self.request_rate):
+        """The load levels in order: every concurrency, then every request rate ([] for a search, whose levels
+        come one at a time from `level`)."""
+        if self.search is not None and (self.concurrency or self.request_rate):
+            raise TrtsweepError("--search chooses the levels itself: give no --concurrency or --request-rate list")
+        if self.search is None and bool(self.concurrency) == bool(self.request_rate):
             raise TrtsweepError("give either --concurrency or --request-rate levels (one of them)")
         if any(c < 1 for c in self.concurrency):
             raise TrtsweepError(f"--concurrency must be positive integers, got {self.concurrency}")
@@ -49,14 +55,17 @@ class BenchmarkConfig:
             raise TrtsweepError(f"--num-requests must be a positive integer, got {self.num_requests}")
         if self.warmup_requests < 0:
             raise TrtsweepError(f"--warmup-requests must be >= 0, got {self.warmup_requests}")
-        common = {"num_requests": per_level, "warmup_requests": self.warmup_requests, "duration_s": self.duration_s}
         if self.concurrency:
-            return [Level(concurrency=c, **common) for c in self.concurrency]
-        return [
-            Level(request_rate=r, arrival=self.arrival, burstiness=self.burstiness,
-                  max_concurrency=self.max_concurrency, **common)
-            for r in self.request_rate
-        ]  # fmt: skip
+            return [self.level("concurrency", c, per_level) for c in self.concurrency]
+        return [self.level("request_rate", r, per_level) for r in self.request_rate]
+
+    def level(self, variable: str, value: float, per_level: int) -> Level:
+        """The level of concurrency `value` or request rate `value` (`variable`), with this run's other options."""
+        common = {"num_requests": per_level, "warmup_requests": self.warmup_requests, "duration_s": self.duration_s}
+        if variable == "concurrency":
+            return Level(concurrency=int(value), **common)
+        return Level(request_rate=value, arrival=self.arrival, burstiness=self.burstiness,
+                     max_concurrency=self.max_concurrency, **common)  # fmt: skip
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)

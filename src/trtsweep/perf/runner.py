@@ -11,6 +11,9 @@ no coordinated omission), and the schedule lag is reported.
 
 The request order is the data set shuffled once with `seed` and cycled, so runs are reproducible. Every
 finished request is handed to `sink` at once, so an interrupted run keeps what it measured.
+
+A level may be stopped early (`stop`, asked before every measured send): nothing more is sent, and the requests
+in flight end by themselves.
 """
 
 from __future__ import annotations
@@ -58,6 +61,15 @@ class Level:
     @property
     def label(self) -> str:
         return f"concurrency {self.concurrency}" if self.concurrency else f"rate {self.request_rate:g}/s"
+
+    @property
+    def planned_requests(self) -> int | None:
+        """The measured requests the level sends; None for a closed loop that runs for `duration_s`."""
+        if not self.duration_s:
+            return self.num_requests
+        if self.request_rate is None:
+            return None
+        return max(1, round(self.request_rate * self.duration_s))
 
 
 def request_order(count: int, seed: int) -> list[int]:
@@ -155,9 +167,10 @@ class _Phase:
     """Sends one phase's requests (warm-up or measured) and reports each result to the sink."""
 
     def __init__(self, protocol: Protocol, requests: Sequence[PreparedRequest], order: list[int],
-                 sink: Callable[[RequestResult], None], warmup: bool, watch: StallWatch | None) -> None:  # fmt: skip
+                 sink: Callable[[RequestResult], None], warmup: bool, watch: StallWatch | None,
+                 stop: Callable[[], bool] = lambda: False) -> None:  # fmt: skip
         self.protocol, self.requests, self.order, self.sink, self.warmup = protocol, requests, order, sink, warmup
-        self.watch = watch
+        self.watch, self.stop = watch, stop
 
     async def one(self, seq: int, scheduled_ns: int = 0) -> None:
         request = self.requests[self.order[seq % len(self.order)]]
@@ -184,7 +197,7 @@ class _Phase:
 
         async def worker() -> None:
             nonlocal next_seq
-            while next_seq < end and (deadline is None or time.monotonic() < deadline):
+            while next_seq < end and (deadline is None or time.monotonic() < deadline) and not self.stop():
                 seq = next_seq
                 next_seq += 1
                 await self.one(seq)
@@ -209,6 +222,8 @@ class _Phase:
             delay = (due - time.perf_counter_ns()) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
+            if self.stop():
+                break
             tasks.append(asyncio.ensure_future(gated(start + i, due)))
         try:
             await asyncio.gather(*tasks)
@@ -222,14 +237,15 @@ class _Phase:
 
 async def run_level(
     protocol: Protocol, requests: Sequence[PreparedRequest], level: Level, seed: int,
-    sink: Callable[[RequestResult], None],
+    sink: Callable[[RequestResult], None], stop: Callable[[], bool] = lambda: False,
 ) -> None:  # fmt: skip
+    """Send the level's warm-up, then its measured requests, until they are sent or `stop()` says so."""
     order = request_order(len(requests), seed)
     ep = protocol.endpoint
     watch = StallWatch(ep.stall_timeout_s) if ep.streaming and ep.stall_timeout_s else None
     watcher = asyncio.create_task(watch.watch()) if watch else None
     try:
-        await _run_phases(protocol, requests, level, seed, sink, order, watch)
+        await _run_phases(protocol, requests, level, seed, sink, order, watch, stop)
     finally:
         if watcher:
             watcher.cancel()
@@ -237,18 +253,17 @@ async def run_level(
 
 async def _run_phases(
     protocol: Protocol, requests: Sequence[PreparedRequest], level: Level, seed: int,
-    sink: Callable[[RequestResult], None], order: list[int], watch: StallWatch | None,
+    sink: Callable[[RequestResult], None], order: list[int], watch: StallWatch | None, stop: Callable[[], bool],
 ) -> None:  # fmt: skip
     warm = _Phase(protocol, requests, order, sink, warmup=True, watch=watch)
-    measured = _Phase(protocol, requests, order, sink, warmup=False, watch=watch)
+    measured = _Phase(protocol, requests, order, sink, warmup=False, watch=watch, stop=stop)
     # warm-up always runs closed loop at the level's width, and finishes before measuring starts
     width = level.concurrency or level.max_concurrency or 1
     seq = await warm.closed(0, level.warmup_requests, width, None)
+    count = level.planned_requests
     if level.concurrency is not None:
         deadline = time.monotonic() + level.duration_s if level.duration_s else None
-        count = level.num_requests if not level.duration_s else 10**9
-        await measured.closed(seq, count, level.concurrency, deadline)
+        await measured.closed(seq, 10**9 if count is None else count, level.concurrency, deadline)
         return
-    assert level.request_rate is not None
-    count = level.num_requests if not level.duration_s else max(1, round(level.request_rate * level.duration_s))
+    assert count is not None
     await measured.opened(seq, arrival_offsets(level, count, seed), level.max_concurrency)
