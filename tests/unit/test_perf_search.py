@@ -171,7 +171,7 @@ def llm_perf(url: str, tmp_path: Path, *argv: str) -> dict[str, Any]:
     data.write_text(json.dumps({"input": "hi", "output": "hello"}) + "\n")
     export = tmp_path / "perf.json"
     rc = cli.main(["-u", url, "-i", "openai", "--endpoint", "completions", "-m", "zero", "--input-data", str(data),
-                   "--max-tokens", "6", "--warmup-requests", "0", "--profile-export-file", str(export),
+                   "--max-tokens", "6", "--profile-export-file", str(export),
                    "--search", "slo", *argv])  # fmt: skip
     assert rc == 0
     summary = json.loads((tmp_path / "perf.summary.json").read_text())
@@ -234,3 +234,26 @@ def test_an_over_saturated_level_stops_early(tmp_path, capsys):
     assert saturated["summary"]["requests"] < 24 and saturated["summary"]["failed"] == 0  # in flight: ended
     assert summary["search"]["levels"][1]["stopped_early"] == reason and summary["search"]["bound"] == "open"
     assert f"llm-perf: concurrency 16: stopped early: {reason}" in capsys.readouterr().err
+
+
+def test_a_request_rate_search_finds_the_known_rate_within_5_percent(tmp_path):
+    """4 slots of 100 ms serve 40 req/s. Constant arrivals below that never wait (TTFT 50 ms); above it the backlog
+    grows, at 1.05 x by 0.05 s of waiting a second, so 1.5 s levels with an 80 ms TTFT limit tell rates 5% apart."""
+    with zero_server(slots=4, first_ms=50, gap_ms=10) as url:
+        summary = llm_perf(url, tmp_path, "--search-variable", "request_rate", "--search-max", "64",
+                           "--search-max-levels", "10", "--duration", "1.5", "--arrival", "constant",
+                           "--search-slo", "ttft_p99_ms=80")  # fmt: skip
+    search = summary["search"]
+    assert [lv["value"] for lv in search["levels"]][:3] == [1.0, 64, 8.0] and len(search["levels"]) <= 10
+    assert search["bound"] == "tight" and search["capacity"]["concurrency"] is None
+    assert search["capacity"]["value"] == pytest.approx(40.0, rel=0.05)
+
+
+def test_the_console_table_of_listed_rate_levels_names_their_rates(tmp_path, capsys):
+    """The fixed --request-rate path: the console table labels a level by its rate (the CSV row has none)."""
+    data = tmp_path / "p.jsonl"
+    data.write_text('{"input": "hi"}\n')
+    with zero_server(slots=0, first_ms=0, gap_ms=0) as url:
+        rc = cli.main(["-u", url, "-i", "openai", "--endpoint", "completions", "-m", "zero", "--input-data", str(data),
+                       "--max-tokens", "2", "--request-rate", "50", "--num-requests", "4"])  # fmt: skip
+    assert rc == 0 and capsys.readouterr().out.splitlines()[1].startswith("50/s     4/4 ")
