@@ -369,11 +369,11 @@ def main(argv: list[str] | None = None) -> int:
             total = level.warmup_requests + level.num_requests if not level.duration_s else "?"
             print(f"\r{level.label}: {report.count}/{total} requests", end="", file=sys.stderr, flush=True)
 
-    search: list[Search] = []
+    search: Search | None = None
     try:
         config = config_from_args(args)
-        search.extend([Search(config.search)] if config.search else [])
-        reports = run(config, show, progress if sys.stderr.isatty() else None, *search)
+        search = Search(config.search) if config.search else None
+        reports = run(config, show, progress if sys.stderr.isatty() else None, search)
         # a search's higher levels may fail entirely (a finding); its first level must measure something
         checked = reports[:1] if search else reports
         empty = export.unmeasured([{**export.level_info(r.level), "summary": r.summary} for r in checked])
@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if rows:
             print(export.table(rows))
-        for line in search[0].lines() if search and search[0].steps else ():
+        for line in search.lines() if search is not None and search.steps else ():
             print(line)
     return 0
 
