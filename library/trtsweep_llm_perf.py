@@ -275,8 +275,10 @@ def main():
     levels, search = summary["levels"], summary.get("search")
     rows = [export.headline(level, level["summary"]) for level in levels]
     failed = sum(level["summary"].get("failed", 0) for level in levels)
-    empty = export.unmeasured(levels)
-    if empty:  # a level that measured nothing has no numbers: the point did not produce what it is for
+    # a level that measured nothing has no numbers: the point did not produce what it is for; in a capacity search
+    # only the first (synchronous) level must measure: a higher one where everything failed is a finding
+    empty = export.unmeasured(levels[:1] if search else levels)
+    if empty:
         module.fail_json(msg=empty, levels=rows, files=files, failed_requests=failed, details=stdout.strip(), cmd=argv)
     module.exit_json(
         changed=False, levels=rows, files=files, failed_requests=failed, table=stdout.strip(), cmd=argv, search=search

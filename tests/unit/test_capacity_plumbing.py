@@ -53,7 +53,7 @@ def error_of(raw: dict[str, Any]) -> str:
 
 
 def test_the_schema_takes_a_load_search_with_a_slo_limit():
-    for load in (LOAD, {"search": "slo", "variable": "request_rate", "max": 7.5, "max_levels": 5}):
+    for load in (LOAD, {"search": "slo", "variable": "concurrency", "max": 16, "max_levels": 5}):
         assert schema.validate(sweep(load)) == sweep(load)  # unchanged
     assert schema.validate(sweep(slo_={"min_success_rate": 0.99, "target_request_rate": 300}))
 
@@ -73,8 +73,11 @@ def test_the_schema_takes_a_load_search_with_a_slo_limit():
         (sweep({**LOAD, "max": 8.5}), "sweep field 'benchmark.load.max': expected a whole number (variable "
          "concurrency: requests in flight), got 8.5"),
         (sweep({**LOAD, "max": 0}), "sweep field 'benchmark.load.max': expected a positive number, got 0"),
-        (sweep({**LOAD, "variable": "qps"}), "sweep field 'benchmark.load.variable': expected one of 'concurrency', "
-         "'request_rate', got 'qps'"),
+        (sweep({**LOAD, "variable": "qps"}), "sweep field 'benchmark.load.variable': expected 'concurrency', got "
+         "'qps'"),
+        # llm-perf searches a request rate too; the sweep's report keys a point's levels by concurrency
+        (sweep({**LOAD, "variable": "request_rate", "max": 7.5}), "sweep field 'benchmark.load.variable': expected "
+         "'concurrency', got 'request_rate'"),
         (sweep({**LOAD, "search": "max"}), "sweep field 'benchmark.load.search': expected 'slo', got 'max'"),
         (sweep({**LOAD, "max_levels": 0}), "sweep field 'benchmark.load.max_levels': expected a positive integer, "
          "got 0"),

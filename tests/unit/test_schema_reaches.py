@@ -318,14 +318,14 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
     assert not sizing.lines([searched], None)
 
     # benchmark.load: a capacity search instead of the concurrency list, judged by the sweep's SLO limits (read from
-    # the command line: llm-perf's parser may not know the search flags yet)
+    # the command line)
     searching = trt_sweep(slo={"ttft_p99_ms": 1000, "min_success_rate": 0.99, "min_accuracy": 0.2})
     searching["benchmark"] = {"input_data": "data/prompts.jsonl", "num_requests": 50,
-                              "load": {"search": "slo", "variable": "request_rate", "max": 12.5}}  # fmt: skip
+                              "load": {"search": "slo", "variable": "concurrency", "max": 12}}  # fmt: skip
     _, argv = llm_perf_argv(planning.expand(searching)[0])
     _, base_argv = llm_perf_argv(planning.expand(trt_sweep())[0])
     flags = dict(zip(argv, [*argv[1:], None], strict=True))
-    want = {"--search": "slo", "--search-variable": "request_rate", "--search-max": "12.5",
+    want = {"--search": "slo", "--search-variable": "concurrency", "--search-max": "12",
             "--search-max-levels": "8", "--search-slo": "ttft_p99_ms=1000,min_success_rate=0.99",
             "--num-requests": "50"}  # fmt: skip
     assert {flag: flags.get(flag) for flag in want} == want, argv

@@ -212,14 +212,14 @@ SEARCH_LIMITS = ("ttft_p99_ms", "tpot_p99_ms", "e2e_p99_ms", "min_success_rate")
 
 
 class Load(_Strict):
-    """A capacity search instead of fixed levels: llm-perf raises the load (concurrency or request rate) level by
-    level, up to `max`, and narrows down to the highest load whose level meets the sweep's `slo:` limits."""
+    """A capacity search instead of fixed levels: llm-perf raises the concurrency level by level, up to `max`, and
+    narrows down to the highest one whose level meets the sweep's `slo:` limits. (llm-perf itself also searches a
+    request rate, `--search-variable request_rate`; the sweep's report keys a point's levels by concurrency, so a
+    sweep searches concurrency.)"""
 
     search: Literal["slo"] = Field(description="slo: the highest load within the sweep's slo: limits")
-    variable: Literal["concurrency", "request_rate"] = Field(
-        description="concurrency (closed loop, requests in flight) | request_rate (open loop, requests per second)"
-    )
-    max: float = Field(gt=0, allow_inf_nan=False, description="the highest load tried (a whole number for concurrency)")
+    variable: Literal["concurrency"] = Field(description="concurrency (closed loop: requests in flight)")
+    max: float = Field(gt=0, allow_inf_nan=False, description="the highest concurrency tried (a whole number)")
     max_levels: PositiveInt = Field(8, description="levels measured at most, each of num_requests requests")
 
     @model_validator(mode="after")
