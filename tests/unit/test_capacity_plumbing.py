@@ -268,6 +268,10 @@ def test_the_report_adds_the_sizing_lines_for_the_target_rate(tmp_path):
         f"  {INT8}: 0.7 req/s per replica at concurrency 2 -> 5 replicas, 10 GPUs (fewest)",
     ]
     assert "serving 3 req/s within the SLOs" in (results / "report.md").read_text()
+    page = (results / "report.html").read_text()  # the page's Sizing section, after the verdict
+    sized = page.index("<h2>Sizing</h2>")
+    assert page.index("<h2>Verdict</h2>") < sized < page.index("needs 5 replicas, 10 GPUs (fewest)", sized)
     assert json.loads((results / "slo.json").read_text())["target_request_rate"] == 3
     without = writer.write(searched_results(tmp_path / "again"))  # the kept slo.json has no target
     assert not any(line.startswith("serving") for line in without.verdict)
+    assert "<h2>Sizing</h2>" not in (tmp_path / "again" / "smollm2-cpu-demo" / "report.html").read_text()

@@ -307,8 +307,13 @@ def _charts(rows: Sequence[dict[str, Any]], metric: str, label: dict[str, str]) 
 
 
 def render(
-    name: str, rows: Sequence[dict[str, Any]], verdict: dict[str, Any], records: Sequence[dict[str, Any]]
+    name: str,
+    rows: Sequence[dict[str, Any]],
+    verdict: dict[str, Any],
+    records: Sequence[dict[str, Any]],
+    sizing: Sequence[str] = (),
 ) -> str:
+    """The page; `sizing`: the replicas and GPUs each configuration needs for the sweep's target rate (sizing.lines)."""
     label, common = labels(list(_by_point(rows)))
     metric = verdict["slo"].get("accuracy_metric", "rougeL")
     return (
@@ -320,6 +325,7 @@ def render(
             points=len(records),
             verdict=summary_lines(verdict),
             best=bool(verdict.get("best")),
+            sizing=list(sizing),
             slo=", ".join(f"{k} {v}" for k, v in verdict["slo"].items()) or "none given (add slo: to the sweep file)",
             common=common,
             metric=metric,

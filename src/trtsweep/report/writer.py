@@ -104,9 +104,10 @@ def write(results_dir: Path, slo: dict[str, Any] | None = None) -> Report:
     results_table.write(results_dir, full)
     judged = verdict.judge(full, slo or {})
     # then, with slo.target_request_rate, the replicas and GPUs each configuration with a capacity needs
-    lines = verdict.summary_lines(judged) + sizing.lines(full, (slo or {}).get("target_request_rate"))
+    sized = sizing.lines(full, (slo or {}).get("target_request_rate"))
+    lines = verdict.summary_lines(judged) + sized
     html = results_dir / HTML_FILE
-    atomic_write_text(html, page.render(results_dir.name, full, judged, records))
+    atomic_write_text(html, page.render(results_dir.name, full, judged, records, sized))
     text = "\n\n".join([*sections, "points:\n" + "\n".join(f"  {line}" for line in points)])
     legend = (
         "latencies in ms; TTFT = time to first token; ICL = inter-chunk latency (every gap, vLLM's ITL); "
