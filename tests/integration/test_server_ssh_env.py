@@ -15,7 +15,7 @@ import pytest
 
 from tests.integration.test_server_lifecycle import model_repo, spec_for
 from trtsweep.errors import TrtsweepError
-from trtsweep.serve import server
+from trtsweep.serve import command, server
 from trtsweep.serve.spec import ServerSpec
 
 BARE_PYTHON = Path("/usr/bin/python3")
@@ -68,7 +68,7 @@ def test_python_model_importing_transformers_loads_in_a_server_started_over_ssh(
 def test_without_dropping_the_ssh_variables_the_stub_loses_the_venv(tmp_path, ssh_session, monkeypatch):
     """The control: the same start with SSH_CLIENT passed on (the code before the fix) fails, so the test above
     shows the fix and not a machine where the problem cannot happen."""
-    monkeypatch.setattr(server, "SSH_SESSION_VARS", ())
+    monkeypatch.setattr(command, "SSH_SESSION_VARS", ())
     spec = transformers_model(tmp_path)
     state = server.start(spec, tmp_path / "state.json")
     try:
