@@ -245,6 +245,9 @@ def test_a_request_rate_search_finds_the_known_rate_within_5_percent(tmp_path):
                            "--search-slo", "ttft_p99_ms=80")  # fmt: skip
     search = summary["search"]
     assert [lv["value"] for lv in search["levels"]][:3] == [1.0, 64, 8.0] and len(search["levels"]) <= 10
+    # every measured level names its rate in the export, in the order measured (not only the search's steps)
+    assert [lv["request_rate"] for lv in summary["levels"]] == [lv["value"] for lv in search["levels"]]
+    assert all(lv["concurrency"] is None and lv["arrival"] == "constant" for lv in summary["levels"])
     assert search["bound"] == "tight" and search["capacity"]["concurrency"] is None
     assert search["capacity"]["value"] == pytest.approx(40.0, rel=0.05)
 

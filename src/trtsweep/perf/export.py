@@ -163,15 +163,7 @@ def write_all(
     """The summary, CSV and profile export of the levels so far (and the SLO search's state, when one runs). The
     profile is streamed: each level's request rows are copied from the request log, so writing it costs one pass
     over the log and no memory."""
-    levels = [
-        {
-            "concurrency": rep.level.concurrency,
-            "num_requests": rep.level.num_requests,
-            "warmup_requests": rep.level.warmup_requests,
-            "summary": rep.summary,
-        }
-        for rep in reports
-    ]
+    levels = [{**level_info(rep.level), "summary": rep.summary} for rep in reports]
     out = paths(export_file)
     head = {"started_unix": started, "config": config.as_dict(), **({"search": search} if search else {})}
     summary = {**head, "levels": levels}
