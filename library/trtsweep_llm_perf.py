@@ -169,10 +169,6 @@ FLAGS = {
 }
 
 
-# the sweep's slo keys a capacity search judges each level by (trtsweep.sweep.schema.SEARCH_LIMITS)
-SEARCH_LIMITS = ("ttft_p99_ms", "tpot_p99_ms", "e2e_p99_ms", "min_success_rate")
-
-
 def _number(value):
     """A number as llm-perf's flags take it: 64.0 -> 64, 0.99 -> 0.99."""
     value = float(value)
@@ -181,6 +177,8 @@ def _number(value):
 
 def search_flags(search):
     """llm-perf's capacity search flags for the `search` option (ValueError without a limit to judge by)."""
+    from trtsweep.perf.search import KEYS as SEARCH_LIMITS  # the slo keys a search judges each level by
+
     slo = search.get("slo") or {}
     limits = [f"{key}={_number(slo[key])}" for key in SEARCH_LIMITS if slo.get(key) is not None]
     if not limits:

@@ -15,6 +15,7 @@ import pytest
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet.status import settings_hash
+from trtsweep.perf import search as perf_search
 from trtsweep.report import results_table, sizing, writer
 from trtsweep.sweep import planning, schema, slo
 
@@ -129,7 +130,7 @@ def test_a_point_carries_its_load_search_with_its_limits_in_its_settings_hash():
 
 def test_the_module_builds_the_search_flags_and_no_concurrency():
     module = _module(LLM_PERF_MODULE)
-    assert module.SEARCH_LIMITS == schema.SEARCH_LIMITS
+    assert schema.SEARCH_LIMITS is perf_search.KEYS  # one list of the keys a search judges by: llm-perf's
     params = {"url": "h:8001", "input_data": "/p.jsonl", "export_file": "/r/llm_perf.json", "num_requests": 100,
               "concurrency": [1], "streaming": True, "chat_template": False, "extra_inputs": {},
               "search": {"search": "slo", "variable": "concurrency", "max": 64.0, "max_levels": 6,

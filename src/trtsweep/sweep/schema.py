@@ -32,6 +32,7 @@ from pydantic import (
 from pydantic_core import core_schema as cs
 
 from trtsweep.errors import TrtsweepError
+from trtsweep.perf import search
 from trtsweep.sweep.flows import PYTORCH_PRECISIONS
 from trtsweep.toolchain.precisions import KV_CACHE_DTYPES
 from trtsweep.toolchain.precisions import PRECISIONS as TRTLLM_PRECISIONS
@@ -207,8 +208,7 @@ class Pytorch(_Strict):
     )
 
 
-# the limits llm-perf's capacity search judges each level by (--search-slo): the sweep's slo keys it measures
-SEARCH_LIMITS = ("ttft_p99_ms", "tpot_p99_ms", "e2e_p99_ms", "min_success_rate")
+SEARCH_LIMITS = search.KEYS  # the slo keys llm-perf's capacity search judges each level by
 
 
 class Load(_Strict):

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from trtsweep.perf import search
 from trtsweep.sweep.schema import ACCURACY_METRICS, SEARCH_LIMITS, Slo, validate_section
 
-LIMITS = {"ttft_p99_ms": "TTFT p99", "tpot_p99_ms": "TPOT p99", "e2e_p99_ms": "E2E p99"}
+LIMITS = {key: label for key, (_, label) in search.LIMITS.items()}  # the p99 latency limits and their labels
 KEYS = set(Slo.model_fields)
 __all__ = ["ACCURACY_METRICS", "KEYS", "LIMITS", "SEARCH_LIMITS", "check", "search_limits"]
 
