@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from trtsweep.common.fileio import atomic_write_text
+from trtsweep.sweep.slo import ACCURACY_METRICS
 
 LATENCIES = ("ttft", "tpot", "icl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99")
@@ -45,7 +46,7 @@ THROUGHPUT = ("request_throughput", "output_token_throughput", "input_token_thro
               "input_tok_s_per_gpu", "output_tok_s_per_user", "output_tokens_mean", "input_tokens_mean", "goodput",
               "good_fraction", "window_s")  # fmt: skip
 CAPACITY = ("capacity_rps", "capacity_concurrency", "capacity_out_tok_s_per_gpu", "capacity_levels", "capacity_bound")
-ACCURACY = ("rougeL", "rouge1", "rouge2", "bleu", "chrf", "exact", "contains", "corpus_bleu", "corpus_chrf")
+ACCURACY = ACCURACY_METRICS  # every score an SLO may judge by is a column
 COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT, *CAPACITY,
            *(f"{m}_{s}_ms" for m in LATENCIES for s in STATS), *ACCURACY, "accuracy_n",
            "server_requests", "server_queue_ms", "server_compute_ms", "server_batch_mean",
