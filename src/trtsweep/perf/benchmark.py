@@ -26,51 +26,14 @@ from trtsweep.perf.levels import BenchmarkConfig, LevelReport
 from trtsweep.perf.metrics import LevelStats, TokenCount, request_metrics
 from trtsweep.perf.protocols import Protocol, make_protocol
 from trtsweep.perf.protocols.base import PreparedRequest, RequestResult
-from trtsweep.perf.runner import Level, describe, run_level
+from trtsweep.perf.runner import ClientHealth, Level, describe, run_level
 from trtsweep.perf.search import EarlyStop, Search
 from trtsweep.perf.spool import RequestLog, Spool
-from trtsweep.perf.stats import summarize
+from trtsweep.perf.workers import Outcome, Pool, cores, level_workers, outcome
 
 DEFAULT_MAX_TOKENS = 128
 SCORE_BATCH = 8192  # requests read back from the spool and scored together (in parallel when many)
 IDENTITY_PHASES = {"before": "before the first request", "after": "after the last request"}
-
-
-class ClientHealth:
-    """How busy the client itself was during a level: event-loop lag and CPU per request.
-
-    A 10 ms sleep is timed over and over while the level runs; its overshoot is the delay any response
-    waited before the client could timestamp it. A loop lag p99 near or above the latencies being measured
-    means the client, not the server, is what was measured.
-    """
-
-    PERIOD_S = 0.010
-
-    async def __aenter__(self) -> ClientHealth:
-        self.lags: list[float] = []
-        self.cpu0 = time.process_time()
-        self.task = asyncio.create_task(self._watch())
-        return self
-
-    async def _watch(self) -> None:
-        while True:
-            t = time.perf_counter()
-            await asyncio.sleep(self.PERIOD_S)
-            self.lags.append(time.perf_counter() - t - self.PERIOD_S)
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.cpu = time.process_time() - self.cpu0
-        self.task.cancel()
-
-    def summary(self, requests: int) -> dict[str, Any]:
-        lag = summarize(self.lags)
-        return {
-            "loop_lag_ms": {k: v for k, v in lag.as_dict(1000.0).items() if k in ("p50", "p99", "max")}
-            if lag
-            else None,
-            "cpu_s": self.cpu,
-            "cpu_ms_per_request": 1000.0 * self.cpu / requests if requests else None,
-        }
 
 
 class IdentityCheck:
@@ -241,10 +204,13 @@ def run(
 
     def record(report: LevelReport, early: EarlyStop | None, result: RequestResult) -> None:
         report.spool.add(result)
+        tally(report, early, outcome(result))
+
+    def tally(report: LevelReport, early: EarlyStop | None, done: Outcome) -> None:
+        """A request finished (in this process or a worker's): count it, and a search level may stop early."""
         report.count += 1
-        if early is not None and not result.warmup:
-            m = request_metrics(result, "", None, None)
-            early.add(result.ok, {"ttft": m.ttft, "e2e": m.e2e})
+        if early is not None and not done.warmup:
+            early.add(done.ok, {"ttft": done.ttft, "e2e": done.e2e})
         if on_result:
             on_result(report)
 
@@ -252,6 +218,7 @@ def run(
         protocol = make_protocol(config.protocol, config.endpoint)
         await protocol.start()
         session = aiohttp.ClientSession() if config.server_metrics_url else None
+        pool = Pool(config.protocol, config.endpoint, requests, config.seed)
         try:
             while (level := next_level()) is not None:
                 report = LevelReport(level, Spool(files["spool"]))
@@ -266,8 +233,13 @@ def run(
                     await metrics.start()
                 early = EarlyStop(search.spec.slo, level.planned_requests) if search else None
                 stop = early.stopped if early else lambda: False
+                workers = level_workers(level, config.workers, cores())
                 async with ClientHealth() as health:
-                    await run_level(protocol, requests, level, config.seed, partial(record, report, early), stop)
+                    if workers == 1:
+                        await run_level(protocol, requests, level, config.seed, partial(record, report, early), stop)
+                    else:
+                        await pool.run_level(level, workers, report.spool, partial(tally, report, early), stop, health,
+                                             config.seed)  # fmt: skip
                 if metrics:  # a server may count a request a moment after its final response left
                     await asyncio.sleep(server_metrics.SETTLE_S)
                 server = await metrics.finish() if metrics else None
@@ -279,6 +251,7 @@ def run(
                 if on_level:
                     on_level(report)
         finally:
+            pool.close()
             await protocol.close()
             if session:
                 await session.close()

@@ -235,6 +235,11 @@ def parser() -> argparse.ArgumentParser:
         "http://localhost:8002/metrics (Triton), or trtllm-serve's /metrics (JSON iteration stats, read during it)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the request order")
+    p.add_argument(
+        "--workers", type=count(1), metavar="N",
+        help="processes that send each level, each with its own event loop and connections (default: what the load "
+        "needs, at most the cores less one; 1: this process alone)",
+    )  # fmt: skip
     p.add_argument("--connect-timeout", type=seconds(False), default=10.0, help="seconds to reach the server")
     p.add_argument("--request-timeout", type=seconds(False), default=600.0, help="seconds per request")
     p.add_argument(
@@ -310,6 +315,7 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
         server_metrics_url=args.server_metrics_url,
         expect_server_id=args.expect_server_id,
         search=search_from_args(args),
+        workers=args.workers,
         synthetic=(args.num_prompts, args.synthetic_input_tokens, args.synthetic_output_tokens)
         if args.synthetic_input_tokens
         else None,

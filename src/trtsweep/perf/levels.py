@@ -41,6 +41,8 @@ class BenchmarkConfig:
     expect_server_id: str | None = None
     # --search slo: the levels are chosen one by one by the SLO capacity search (`level`), not listed
     search: SearchSpec | None = None
+    # worker processes per level (--workers; trtsweep.perf.workers): None chooses by the load, 1 is this process
+    workers: int | None = None
 
     def levels(self, per_level: int) -> list[Level]:
         """The load levels in order: every concurrency, then every request rate ([] for a search, whose levels
@@ -53,6 +55,8 @@ class BenchmarkConfig:
             raise TrtsweepError(f"--concurrency must be positive integers, got {self.concurrency}")
         if self.num_requests is not None and self.num_requests < 1:
             raise TrtsweepError(f"--num-requests must be a positive integer, got {self.num_requests}")
+        if self.workers is not None and self.workers < 1:
+            raise TrtsweepError(f"--workers must be a positive integer, got {self.workers}")
         if self.warmup_requests < 0:
             raise TrtsweepError(f"--warmup-requests must be >= 0, got {self.warmup_requests}")
         if self.concurrency:

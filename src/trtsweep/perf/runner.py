@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ import grpc
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.protocols.base import PreparedRequest, Protocol, RequestResult
+from trtsweep.perf.stats import summarize
 
 ARRIVALS = ("poisson", "constant", "gamma")
 
@@ -163,7 +164,23 @@ class StallWatch:
                     task.cancel()
 
 
-class _Phase:
+Claim = Callable[[], int | None]
+
+
+def counter(start: int, end: int) -> Claim:
+    """Hands out the sequence numbers start..end-1, then None (a closed loop's requests in one process)."""
+    seqs = iter(range(start, end))
+    return lambda: next(seqs, None)
+
+
+async def schedule(start: int, offsets: Sequence[float]) -> AsyncIterator[tuple[int, int]]:
+    """(seq, due perf_counter ns) of an open loop's requests, `offsets` seconds from the first one's iteration."""
+    t0 = time.perf_counter_ns()
+    for i, offset in enumerate(offsets):
+        yield start + i, t0 + int(offset * 1e9)
+
+
+class Phase:
     """Sends one phase's requests (warm-up or measured) and reports each result to the sink."""
 
     def __init__(self, protocol: Protocol, requests: Sequence[PreparedRequest], order: list[int],
@@ -192,22 +209,21 @@ class _Phase:
             result.error_class = classify(exc)
         self.sink(result)
 
-    async def closed(self, start: int, count: int, concurrency: int, deadline: float | None) -> int:
-        next_seq, end = start, start + count
+    async def closed(self, claim: Claim, width: int, deadline: float | None) -> None:
+        """`width` requests in flight, each followed by the next one `claim` hands out, until it hands out None,
+        the deadline (time.monotonic) passes or `stop()` says so."""
 
         async def worker() -> None:
-            nonlocal next_seq
-            while next_seq < end and (deadline is None or time.monotonic() < deadline) and not self.stop():
-                seq = next_seq
-                next_seq += 1
+            while (deadline is None or time.monotonic() < deadline) and not self.stop():
+                if (seq := claim()) is None:
+                    return
                 await self.one(seq)
 
-        await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
-        return next_seq
+        await asyncio.gather(*(worker() for _ in range(width)))
 
-    async def opened(self, start: int, offsets: list[float], cap: int | None) -> int:
+    async def opened(self, arrivals: AsyncIterator[tuple[int, int]], cap: int | None) -> None:
+        """Each request of `arrivals` (seq, due perf_counter ns) sent when it is due, at most `cap` in flight."""
         gate = asyncio.Semaphore(cap) if cap else None
-        t0 = time.perf_counter_ns()
         tasks = []
 
         async def gated(seq: int, scheduled: int) -> None:
@@ -217,14 +233,13 @@ class _Phase:
             async with gate:
                 await self.one(seq, scheduled)
 
-        for i, offset in enumerate(offsets):
-            due = t0 + int(offset * 1e9)
+        async for seq, due in arrivals:
             delay = (due - time.perf_counter_ns()) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
             if self.stop():
                 break
-            tasks.append(asyncio.ensure_future(gated(start + i, due)))
+            tasks.append(asyncio.ensure_future(gated(seq, due)))
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -232,7 +247,66 @@ class _Phase:
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*tasks, return_exceptions=True)
-        return start + len(offsets)
+
+
+@contextlib.asynccontextmanager
+async def watching(protocol: Protocol) -> AsyncIterator[StallWatch | None]:
+    """The stall watchdog of a streaming endpoint with --stall-timeout (None otherwise), running meanwhile."""
+    ep = protocol.endpoint
+    watch = StallWatch(ep.stall_timeout_s) if ep.streaming and ep.stall_timeout_s else None
+    watcher = asyncio.create_task(watch.watch()) if watch else None
+    try:
+        yield watch
+    finally:
+        if watcher:
+            watcher.cancel()
+
+
+class ClientHealth:
+    """How busy the client itself was during a level: event-loop lag and CPU per request.
+
+    A 10 ms sleep is timed over and over while the level runs; its overshoot is the delay any response
+    waited before the client could timestamp it. A loop lag p99 near or above the latencies being measured
+    means the client, not the server, is what was measured. With worker processes, their samples and CPU are
+    added (`absorb`): the lag percentiles are over every process's samples.
+    """
+
+    PERIOD_S = 0.010
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+        self.cpu = 0.0
+        self.workers = 1
+
+    async def __aenter__(self) -> ClientHealth:
+        self.cpu0 = time.process_time()
+        self.task = asyncio.create_task(self._watch())
+        return self
+
+    async def _watch(self) -> None:
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(self.PERIOD_S)
+            self.lags.append(time.perf_counter() - t - self.PERIOD_S)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cpu += time.process_time() - self.cpu0
+        self.task.cancel()
+
+    def absorb(self, lags: list[float], cpu: float) -> None:
+        self.lags.extend(lags)
+        self.cpu += cpu
+
+    def summary(self, requests: int) -> dict[str, Any]:
+        lag = summarize(self.lags)
+        return {
+            "loop_lag_ms": {k: v for k, v in lag.as_dict(1000.0).items() if k in ("p50", "p99", "max")}
+            if lag
+            else None,
+            "cpu_s": self.cpu,
+            "cpu_ms_per_request": 1000.0 * self.cpu / requests if requests else None,
+            **({"workers": self.workers} if self.workers > 1 else {}),
+        }
 
 
 async def run_level(
@@ -241,29 +315,22 @@ async def run_level(
 ) -> None:  # fmt: skip
     """Send the level's warm-up, then its measured requests, until they are sent or `stop()` says so."""
     order = request_order(len(requests), seed)
-    ep = protocol.endpoint
-    watch = StallWatch(ep.stall_timeout_s) if ep.streaming and ep.stall_timeout_s else None
-    watcher = asyncio.create_task(watch.watch()) if watch else None
-    try:
-        await _run_phases(protocol, requests, level, seed, sink, order, watch, stop)
-    finally:
-        if watcher:
-            watcher.cancel()
+    async with watching(protocol) as watch:
+        warm = Phase(protocol, requests, order, sink, warmup=True, watch=watch)
+        measured = Phase(protocol, requests, order, sink, warmup=False, watch=watch, stop=stop)
+        # warm-up always runs closed loop at the level's width, and finishes before measuring starts
+        seq = level.warmup_requests
+        await warm.closed(counter(0, seq), min(warmup_width(level), seq), None)
+        count = level.planned_requests
+        if level.concurrency is not None:
+            deadline = time.monotonic() + level.duration_s if level.duration_s else None
+            end = seq + (10**9 if count is None else count)
+            await measured.closed(counter(seq, end), min(level.concurrency, end - seq), deadline)
+            return
+        assert count is not None
+        await measured.opened(schedule(seq, arrival_offsets(level, count, seed)), level.max_concurrency)
 
 
-async def _run_phases(
-    protocol: Protocol, requests: Sequence[PreparedRequest], level: Level, seed: int,
-    sink: Callable[[RequestResult], None], order: list[int], watch: StallWatch | None, stop: Callable[[], bool],
-) -> None:  # fmt: skip
-    warm = _Phase(protocol, requests, order, sink, warmup=True, watch=watch)
-    measured = _Phase(protocol, requests, order, sink, warmup=False, watch=watch, stop=stop)
-    # warm-up always runs closed loop at the level's width, and finishes before measuring starts
-    width = level.concurrency or level.max_concurrency or 1
-    seq = await warm.closed(0, level.warmup_requests, width, None)
-    count = level.planned_requests
-    if level.concurrency is not None:
-        deadline = time.monotonic() + level.duration_s if level.duration_s else None
-        await measured.closed(seq, 10**9 if count is None else count, level.concurrency, deadline)
-        return
-    assert count is not None
-    await measured.opened(seq, arrival_offsets(level, count, seed), level.max_concurrency)
+def warmup_width(level: Level) -> int:
+    """Warm-up runs closed loop at the level's width: its concurrency, else its cap, else 1."""
+    return level.concurrency or level.max_concurrency or 1

@@ -2,7 +2,8 @@
 
 * `Spool`: while a level runs, each finished request is appended as one JSON line the moment it ends (and
   flushed, so a killed client keeps what it measured up to that request); after the level, one pass reads
-  the requests back for their metrics, scores and the summary.
+  the requests back for their metrics, scores and the summary. With worker processes each worker appends to its
+  own shard (`shard(i)`: `<spool stem>.<i>.jsonl`), and the read-back merges the shards by finish time.
 * `RequestLog`: `<export>.requests.jsonl`, every request's row with its metrics (the rows of the profile
   export), one line each, level after level; each level's byte range is kept so the profile export copies
   the rows without parsing them.
@@ -10,6 +11,7 @@
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,29 +21,55 @@ from trtsweep.perf.protocols.base import RequestResult
 
 
 class Spool:
-    """The raw results of the level being measured."""
+    """The raw results of the level being measured (in this file, or in the shards of worker processes)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.file = path.open("w", encoding="utf-8")
+        self.parts = [path]
         self.first_sent = 0  # the earliest send among the results so far (perf_counter ns; 0: none sent)
+
+    def shard(self, index: int) -> Path:
+        """Where worker `index` appends its results of this level (read back with this spool's)."""
+        path = self.path.with_name(f"{self.path.stem}.{index}.jsonl")
+        if path not in self.parts:
+            self.parts.append(path)
+        return path
 
     def add(self, result: RequestResult) -> None:
         self.file.write(json.dumps(vars(result), ensure_ascii=False) + "\n")
         self.file.flush()
-        if result.sent_ns and (not self.first_sent or result.sent_ns < self.first_sent):
-            self.first_sent = result.sent_ns
+        self.note(result.sent_ns)
+
+    def note(self, sent_ns: int) -> None:
+        """A result was sent at `sent_ns` (0: never sent)."""
+        if sent_ns and (not self.first_sent or sent_ns < self.first_sent):
+            self.first_sent = sent_ns
 
     def results(self) -> Iterator[RequestResult]:
         """The level's results in the order they finished (the spool is closed first)."""
         self.file.close()
-        with self.path.open(encoding="utf-8") as handle:
-            for line in handle:
-                yield RequestResult(**json.loads(line))
+        parts = [_read(path) for path in self.parts if path.exists()]
+        yield from heapq.merge(*parts, key=_finished) if len(parts) > 1 else (parts[0] if parts else ())
+
+    def close(self) -> None:
+        self.file.close()
 
     def remove(self) -> None:
         self.file.close()
-        self.path.unlink(missing_ok=True)
+        for path in self.parts:
+            path.unlink(missing_ok=True)
+
+
+def _read(path: Path) -> Iterator[RequestResult]:
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            yield RequestResult(**json.loads(line))
+
+
+def _finished(result: RequestResult) -> int:
+    """When a result was spooled, as near as it says: its end, else its last chunk, else its send."""
+    return result.end_ns or (result.chunk_ns[-1] if result.chunk_ns else result.sent_ns)
 
 
 class RequestLog:
