@@ -118,8 +118,9 @@ class CallbackModule(CallbackBase):
             self._variables.set_host_variable(host, "trtsweep_unreachable", reason)
         self._events["unreachable_at"].setdefault(host, time.time())
         self._events["unreachable"].setdefault(host, reason)
-        if name in self._events["lanes"]:
-            self._events["lanes"][name]["unreachable"] = True
+        for lane in self._events["lanes"].values():  # the host's lanes
+            if lane.get("host") == host:
+                lane["unreachable"] = True
         self._save()
 
     def v2_playbook_on_stats(self, stats) -> None:  # type: ignore[no-untyped-def]

@@ -53,36 +53,10 @@ RETURN = r"""
 record: {description: The status record as written., returned: success, type: dict}
 """
 
-import itertools
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.trtsweep_common import require_trtsweep, run_or_fail
-
-TAIL_LINES = 30
-
-
-def _failure(result, task):
-    """(one-line cause, log tail) from a failed task's result."""
-    if not isinstance(result, dict):
-        return (f"{task}: {result}" if result else task or "failed"), []
-    msg = str(result.get("msg") or result.get("stderr") or "failed").strip()
-    first, _, rest = msg.partition("\n")
-    tail = []
-    for key in ("details", "stderr_tail", "stderr_lines", "stdout_lines"):
-        value = result.get(key)
-        if value:
-            tail = value.splitlines() if isinstance(value, str) else [str(v) for v in value]
-            break
-    tail = tail or rest.splitlines()
-    cause = f"{task}: {first}" if task else first
-    return cause, tail[-TAIL_LINES:]
-
-
-def _durations(times):
-    """{stage: seconds} from {stage: start epoch, ..., end: epoch} in the order the stages began."""
-    marks = sorted(((float(t), name) for name, t in times.items()), key=lambda m: m[0])
-    return {name: round(nxt[0] - t, 3) for (t, name), nxt in itertools.pairwise(marks) if name != "end"}
 
 
 def main():
@@ -109,13 +83,10 @@ def main():
     if p["state"] == "running":
         record = run_or_fail(module, status.begin, results, p["point"], p["run_id"], runplan.now())
     else:
-        if p["archive"]:
-            run_or_fail(module, status.unpack, results, p["point"]["id"], Path(p["archive"]))
-        cause, tail = _failure(p["failure"], p["failed_task"]) if p["status"] == "failed" else (None, [])
         record = run_or_fail(
-            module, status.finish, results, p["point"]["id"], p["run_id"], status=p["status"], stage=p["stage"],
-            cause=cause, log_tail=tail, stages=_durations(p["stage_times"]), finished_at=runplan.now(),
-            model_commit=status.model_commit(results, p["point"]["id"]),
+            module, status.record_finished, results, p["point"]["id"], p["run_id"], p["status"], p["stage"],
+            failure=p["failure"], failed_task=p["failed_task"], stage_times=p["stage_times"],
+            archive=Path(p["archive"]) if p["archive"] else None,
         )  # fmt: skip
     module.exit_json(changed=True, record=record)
 

@@ -163,48 +163,9 @@ from ansible.module_utils.trtsweep_common import require_trtsweep, run_or_fail
 
 
 def _spec(module):
-    from trtsweep.serve.openai_server import OpenAIServe
-    from trtsweep.serve.spec import ContainerSpec, ServerSpec
+    from trtsweep.serve.spec import from_params
 
-    p = module.params
-    if not p["model_repository"] or not p["log_file"]:
-        module.fail_json(msg="state=started needs model_repository and log_file")
-    spec = ServerSpec(
-        model_repository=Path(p["model_repository"]),
-        log_file=Path(p["log_file"]),
-        runtime=p["runtime"],
-        http_port=p["http_port"],
-        grpc_port=p["grpc_port"],
-        metrics_port=p["metrics_port"],
-        bind_address=p["bind_address"],
-        tritonserver=p["tritonserver"],
-        log_verbose=p["log_verbose"],
-        visible_devices=p["visible_devices"],
-        lease_file=Path(p["lease_file"]) if p["lease_file"] else None,
-        lease_ttl_s=p["lease_ttl"],
-    )
-    if p["openai"]:  # the PyTorch flow's trtllm-serve (or the hf backend's counterpart): it serves a checkpoint
-        o = p["openai"]
-        spec.model_repository = Path(o["model"])
-        spec.openai = OpenAIServe(
-            backend=o["backend"], release=o["release"], model=Path(o["model"]), options_file=Path(o["options_file"]),
-            served_dir=Path(o["served_dir"]), tp=o["tp"], pp=o["pp"], ep=o["ep"], executable=o["executable"],
-        )  # fmt: skip
-    if p["cache_dir"]:
-        spec.cache_dir = Path(p["cache_dir"])
-    spec.world_size, spec.mpirun, spec.leader_models = p["world_size"], p["mpirun"], p["leader_models"]
-    if p["runtime"] == "container":
-        if not p["container_image"]:
-            module.fail_json(msg="runtime=container needs container_image")
-        spec.container = ContainerSpec(
-            image=p["container_image"],
-            name=p["container_name"] or f"trtsweep-{p['http_port']}",
-            docker=p["docker"],
-            gpus=p["gpus"],
-            shm_size=p["shm_size"],
-            mounts=[m for m in [p["engine_dir"], *p["mounts"]] if m],
-        )
-    return spec
+    return run_or_fail(module, from_params, module.params)
 
 
 def _running(state_file):

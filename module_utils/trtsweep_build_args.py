@@ -23,17 +23,7 @@ def runtime(params, **tools):
     """The trtsweep Runtime for the module's parameters; ``tools`` are python / trtllm_dir / trtllm_build."""
     from trtsweep.toolchain.runner import Runtime
 
-    return Runtime(
-        kind=params["runtime"],
-        image=params["container_image"],
-        container=params["container_name"],
-        docker=params["docker"],
-        gpus=params["gpus"],
-        mounts=tuple(params["mounts"]),
-        env=tuple(params["env"]),
-        timeout_s=params["timeout"],
-        **tools,
-    )
+    return Runtime.from_params(params, **tools)
 
 
 def cache_dir(params):

@@ -63,8 +63,25 @@ def render(events: dict[str, Any], now: float | None = None, width: int = 48) ->
     return "\n".join(lines)
 
 
-def load(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return {}
+    return data if isinstance(data, dict) else {}
+
+
+def load(path: Path) -> dict[str, Any]:
+    """The run's events (`path`, events.json) with what each host's collector has seen (`.run/progress-<host>.json`
+    beside it, this run's only): every lane's current point and stage, every point's state."""
+    events = _read(path)
+    for progress in sorted((path.parent / ".run").glob("progress-*.json")):
+        seen = _read(progress)
+        if seen.get("run_id") != events.get("run_id"):
+            continue
+        events.setdefault("points", {}).update(seen.get("points", {}))
+        for name, lane in seen.get("lanes", {}).items():
+            if name in events.get("lanes", {}):
+                current = {k: v for k, v in events["lanes"][name].items() if k not in ("point", "stage", "since")}
+                events["lanes"][name] = {**current, **lane}
+    return events

@@ -45,8 +45,7 @@ NOT_COPIED = (
 )
 
 
-def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+now = status.now  # a record's time stamps
 
 
 def new_run_id() -> str:

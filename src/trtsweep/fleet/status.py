@@ -20,8 +20,10 @@ ref), the record is kept: nothing shows that it changed.
 
 from __future__ import annotations
 
+import datetime as dt
 import fnmatch
 import hashlib
+import itertools
 import json
 import shutil
 import tarfile
@@ -46,6 +48,11 @@ PLACEMENT_KEYS = frozenset(
 )
 # the files an "ok" point must have on the controller to be skipped on a rerun
 RESULT_FILES = ("llm_perf.summary.json",)
+TAIL_LINES = 30  # of a failure's log, in the record
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def settings_hash(point: dict[str, Any]) -> str:
@@ -213,6 +220,52 @@ def finish(results_dir: Path, point_id: str, run_id: str, **fields: Any) -> dict
     return record
 
 
+def failure_cause(result: Any, task: str | None) -> tuple[str, list[str]]:
+    """(one-line cause, log tail) from a failure: a failed step's result (`msg`, and `details`, `stderr_tail`,
+    `stderr_lines` or `stdout_lines` for the tail) and the name of the step."""
+    if not isinstance(result, dict):
+        return (f"{task}: {result}" if result else task or "failed"), []
+    msg = str(result.get("msg") or result.get("stderr") or "failed").strip()
+    first, _, rest = msg.partition("\n")
+    tail: list[str] = []
+    for key in ("details", "stderr_tail", "stderr_lines", "stdout_lines"):
+        value = result.get(key)
+        if value:
+            tail = value.splitlines() if isinstance(value, str) else [str(v) for v in value]
+            break
+    tail = tail or rest.splitlines()
+    cause = f"{task}: {first}" if task else first
+    return cause, tail[-TAIL_LINES:]
+
+
+def durations(times: dict[str, float]) -> dict[str, float]:
+    """{stage: seconds} from {stage: start epoch, ..., end: epoch} in the order the stages began."""
+    marks = sorted(((float(t), name) for name, t in times.items()), key=lambda m: m[0])
+    return {name: round(nxt[0] - t, 3) for (t, name), nxt in itertools.pairwise(marks) if name != "end"}
+
+
+def record_finished(
+    results_dir: Path,
+    point_id: str,
+    run_id: str,
+    status: str,
+    stage: str,
+    failure: Any = None,
+    failed_task: str | None = None,
+    stage_times: dict[str, float] | None = None,
+    archive: Path | None = None,
+) -> dict[str, Any]:
+    """A point's end on the controller: its fetched archive unpacked into `results_dir/<point>/`, then its
+    record completed (`finish`) with the cause and log tail of a failure and the seconds per stage."""
+    if archive is not None:
+        unpack(results_dir, point_id, archive)
+    cause, tail = failure_cause(failure, failed_task) if status == "failed" else (None, [])
+    return finish(
+        results_dir, point_id, run_id, status=status, stage=stage, cause=cause, log_tail=tail,
+        stages=durations(stage_times or {}), finished_at=now(), model_commit=model_commit(results_dir, point_id),
+    )  # fmt: skip
+
+
 def outcome(
     results_dir: Path,
     planned: list[dict[str, Any]],
@@ -262,9 +315,19 @@ def run_events(results_dir: Path, run_id: str) -> dict[str, Any]:
 
 
 def lost_reasons(results_dir: Path, run_id: str) -> dict[str, str]:
-    """Host -> why it went away, from the run's events file (empty when there is none)."""
+    """Host -> why it went away: unreachable, from the run's events file, or its lane runner ended early, from the
+    collector's record of it in the run folder (empty when there is neither)."""
+    reasons = {}
+    for path in sorted((results_dir / ".run").glob("runner-*.json")):
+        try:
+            record = json.loads(path.read_text())
+            if record["run_id"] == run_id:
+                reasons[record["host"]] = record["cause"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
     unreachable = run_events(results_dir, run_id).get("unreachable", {})
-    return {host: f"host {host} unreachable: {msg}" for host, msg in unreachable.items()}
+    reasons.update({host: f"host {host} unreachable: {msg}" for host, msg in unreachable.items()})
+    return reasons
 
 
 def last_stages(results_dir: Path, run_id: str) -> dict[str, str]:

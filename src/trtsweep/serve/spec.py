@@ -6,8 +6,10 @@ import json
 import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trtsweep.common.fileio import atomic_write_text
+from trtsweep.errors import TrtsweepError
 from trtsweep.serve.openai_server import OpenAIServe
 
 RUNTIMES = ("local", "native", "container")
@@ -111,3 +113,48 @@ class ServerState:
 
 def probe_host(bind_address: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(bind_address, bind_address)
+
+
+def from_params(p: dict[str, Any]) -> ServerSpec:
+    """The ServerSpec for trtsweep_triton_server's parameters (the module's and the lane runner's one mapping).
+    TrtsweepError on a combination that cannot start."""
+    if not p.get("model_repository") or not p.get("log_file"):
+        raise TrtsweepError("state=started needs model_repository and log_file")
+    spec = ServerSpec(
+        model_repository=Path(p["model_repository"]),
+        log_file=Path(p["log_file"]),
+        runtime=p["runtime"],
+        http_port=int(p["http_port"]),
+        grpc_port=int(p["grpc_port"]),
+        metrics_port=int(p["metrics_port"]),
+        bind_address=p["bind_address"],
+        tritonserver=p["tritonserver"],
+        log_verbose=int(p["log_verbose"]),
+        visible_devices=p.get("visible_devices"),
+        lease_file=Path(p["lease_file"]) if p.get("lease_file") else None,
+        lease_ttl_s=float(p["lease_ttl"]),
+    )
+    if p.get("openai"):  # the PyTorch flow's trtllm-serve (or the hf backend's counterpart): it serves a checkpoint
+        o = p["openai"]
+        spec.model_repository = Path(o["model"])
+        spec.openai = OpenAIServe(
+            backend=o["backend"], release=o["release"], model=Path(o["model"]), options_file=Path(o["options_file"]),
+            served_dir=Path(o["served_dir"]), tp=int(o.get("tp") or 1), pp=int(o.get("pp") or 1), ep=o.get("ep"),
+            executable=o.get("executable") or "trtllm-serve",
+        )  # fmt: skip
+    if p.get("cache_dir"):
+        spec.cache_dir = Path(p["cache_dir"])
+    spec.world_size, spec.mpirun = int(p["world_size"]), p["mpirun"]
+    spec.leader_models = list(p.get("leader_models") or ["tensorrt_llm"])
+    if p["runtime"] == "container":
+        if not p.get("container_image"):
+            raise TrtsweepError("runtime=container needs container_image")
+        spec.container = ContainerSpec(
+            image=p["container_image"],
+            name=p.get("container_name") or f"trtsweep-{p['http_port']}",
+            docker=p["docker"],
+            gpus=p["gpus"],
+            shm_size=p["shm_size"],
+            mounts=[m for m in [p.get("engine_dir"), *p.get("mounts", [])] if m],
+        )
+    return spec

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from trtsweep.common.mounts import container_volumes
 from trtsweep.common.procs import die_with_parent
@@ -50,6 +51,18 @@ class Runtime:
     mounts: tuple[str, ...] = ()
     env: tuple[str, ...] = SECRET_ENV
     timeout_s: float | None = None
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], **tools: str) -> Runtime:
+        """The Runtime of a tool step's parameters (runtime, container_image, container_name, docker, gpus, mounts,
+        env, timeout: the trtsweep_quantize / _modelopt / _trtllm_build options); `tools` are python /
+        trtllm_dir / trtllm_build."""
+        return cls(
+            kind=params["runtime"], image=params.get("container_image"), container=params.get("container_name"),
+            docker=params.get("docker") or "docker", gpus=params.get("gpus") or "all",
+            mounts=tuple(params.get("mounts") or ()), env=tuple(params.get("env") or SECRET_ENV),
+            timeout_s=params.get("timeout"), **tools,
+        )  # fmt: skip
 
     def script(self, relative: str) -> str:
         """An example script's path from the TensorRT-LLM checkout."""

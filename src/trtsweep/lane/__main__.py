@@ -1,0 +1,5 @@
+import sys
+
+from trtsweep.lane.runner import main
+
+sys.exit(main())

