@@ -123,6 +123,7 @@ def test_workers_1_sends_from_this_process_as_before(server, data, tmp_path, mon
         raise AssertionError("--workers 1 started worker processes")
 
     monkeypatch.setattr(workers.Pool, "run_level", no_pool)
+    monkeypatch.setattr(workers.Pool, "_grow", no_pool)
     export = tmp_path / "one.json"
     report = bench(server, data, export, concurrency=[3], workers=1)
     rows = check_profile(export, report, 124)

@@ -31,16 +31,16 @@ def test_a_concurrency_is_split_exactly_over_the_workers():
 
 
 def test_workers_1_is_one_process_and_the_default_follows_the_load_within_the_cores():
-    closed = Level(num_requests=10, concurrency=256)
+    closed = Level(num_requests=10, concurrency=1024)
     assert level_workers(closed, 1, 16) == 1
-    assert level_workers(closed, 6, 16) == 6  # as asked, even above what the load needs
-    assert level_workers(closed, None, 16) == 4  # 256 streams: one worker per 64
+    assert level_workers(closed, 12, 16) == 12  # as asked, even above what the load needs
+    assert level_workers(closed, None, 16) == 8  # 1024 streams: one worker per 128
     assert level_workers(closed, None, 3) == 2  # at most the cores less one
     assert level_workers(closed, None, 1) == 1
-    assert level_workers(Level(num_requests=10, concurrency=8), None, 16) == 1
+    assert level_workers(Level(num_requests=10, concurrency=64), None, 16) == 1
     assert level_workers(Level(num_requests=10, concurrency=3), 8, 16) == 3  # never more than its concurrency
-    rate = Level(num_requests=10, request_rate=2000.0)
-    assert level_workers(rate, None, 16) == 4
+    assert level_workers(Level(num_requests=10, request_rate=350.0), None, 16) == 4  # one per 100 requests/s
+    assert level_workers(Level(num_requests=10, request_rate=5000.0), None, 16) == 15
     assert level_workers(Level(num_requests=10, request_rate=2000.0, max_concurrency=2), None, 16) == 2
     assert level_workers(Level(num_requests=10, request_rate=5.0), None, 16) == 1
 

@@ -5,7 +5,8 @@
   per-request metrics, scores, error);
 * ``<export>.requests.jsonl``  the same request rows, one JSON line each (with the level's index), written
   level by level as each level is processed; while a level runs, its raw requests are appended to
-  ``<export>.inflight.jsonl`` as each one ends (removed once the level is processed);
+  ``<export>.inflight.jsonl`` as each one ends (with worker processes, to one shard per worker,
+  ``<export>.inflight.<i>.jsonl``; all removed once the level is processed);
 * ``<export>.csv``   one row per level with the headline numbers;
 * ``<export>.summary.json``  the summaries only (what the Ansible module returns).
 

@@ -49,8 +49,11 @@ from trtsweep.perf.runner import (
 )
 from trtsweep.perf.spool import Spool
 
-STREAMS_PER_WORKER = 64  # default worker count: one per this many requests in flight (closed loop)...
-RATE_PER_WORKER = 500.0  # ... or per this many requests/s (open loop)
+# default worker count: one per this many requests in flight (closed loop) or requests/s (open loop). One process
+# drains about 65k chunks/s of 64 zero-cost streams (benchmarks/client_capacity.py); these keep a worker near a third
+# of that with streams of about 150 tokens/s, so its event loop stays responsive and its timestamps exact
+STREAMS_PER_WORKER = 128
+RATE_PER_WORKER = 100.0
 LEAD_S = 0.05  # open loop: a request is handed to its worker this long before it is due
 FLUSH_S = 0.01  # a worker sends its outcomes to the parent this often
 START_S = 60.0  # a worker's start (imports, connecting) must end within this
@@ -238,12 +241,13 @@ class Pool:
     def __init__(self, protocol: str, endpoint: Endpoint, requests: Sequence[PreparedRequest], seed: int) -> None:
         self.protocol, self.endpoint, self.requests, self.seed = protocol, endpoint, requests, seed
         self.context = multiprocessing.get_context("spawn")  # no fork of a process with an event loop and gRPC
-        self.counter: Synchronized[int] = self.context.Value("q", 0)
-        self.stopped: Synchronized[int] = self.context.Value("b", 0, lock=False)  # type: ignore[assignment]
         self.workers: list[_Worker] = []
         self.on_outcome: Callable[[int, Outcome], None] = lambda index, outcome: None
 
     async def _grow(self, count: int) -> None:
+        if not self.workers:  # made with the first worker: a run without workers has no shared memory or its tracker
+            self.counter: Synchronized[int] = self.context.Value("q", 0)
+            self.stopped: Synchronized[int] = self.context.Value("b", 0, lock=False)  # type: ignore[assignment]
         started = []
         for index in range(len(self.workers), count):
             ours, theirs = self.context.Pipe()
