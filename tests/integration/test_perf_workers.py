@@ -129,3 +129,24 @@ def test_workers_1_sends_from_this_process_as_before(server, data, tmp_path, mon
     rows = check_profile(export, report, 124)
     assert "workers" not in report.summary["client"]
     assert max_in_flight([r for r in rows if not r["warmup"]]) == 3
+
+
+def test_a_search_level_stopped_early_stops_every_worker(tmp_path, capsys):
+    """2 slots of about 120 ms, concurrency 16 over 2 workers: the level cannot meet its TTFT p99 limit after a few
+    requests, and neither worker sends the rest of its 24 (those in flight end by themselves)."""
+    from trtsweep.perf import cli
+
+    data = tmp_path / "p.jsonl"
+    data.write_text(json.dumps({"input": "hi", "output": "hello"}) + "\n")
+    with zero_server(6, first_ms=60.0, gap_ms=12.0, slots=2) as url:
+        rc = cli.main(["-u", url, "-i", "openai", "--endpoint", "completions", "-m", "zero", "--input-data", str(data),
+                       "--max-tokens", "6", "--profile-export-file", str(tmp_path / "s.json"), "--num-requests", "24",
+                       "--search", "slo", "--search-max", "16", "--search-max-levels", "2",
+                       "--search-slo", "ttft_p99_ms=120", "--workers", "2"])  # fmt: skip
+    assert rc == 0
+    assert multiprocessing.active_children() == []
+    saturated = json.loads((tmp_path / "s.summary.json").read_text())["levels"][1]
+    assert saturated["concurrency"] == 16 and saturated["summary"]["client"]["workers"] == 2
+    assert saturated["summary"]["stopped_early"].startswith("2 of 24 requests over the TTFT p99 limit of 120 ms")
+    assert saturated["summary"]["requests"] < 24 and saturated["summary"]["failed"] == 0
+    assert "stopped early" in capsys.readouterr().err

@@ -38,12 +38,13 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def zero_server(chunks: int = CHUNKS, first_ms: float = 0.0, gap_ms: float = 0.0, processes: int = 1,
-                raw: bool = False, stamp: bool = False) -> Iterator[str]:  # fmt: skip
+                raw: bool = False, stamp: bool = False, slots: int = 0) -> Iterator[str]:  # fmt: skip
     """Run the zero-cost server in a child process (`processes` of them on one port; `raw`: its least-cost Triton
-    dialect, `stamp`: with its write times in the text); yield its address; stop it by PID (its process group)."""
+    dialect, `stamp`: with its write times in the text; `slots`: requests served at once); yield its address; stop it
+    by PID (its process group)."""
     port = _free_port()
     cmd = [sys.executable, "-m", "trtsweep.perf.zeroserver", "--port", str(port), "--chunks", str(chunks),
-           "--first-ms", str(first_ms), "--gap-ms", str(gap_ms), "--processes", str(processes),
+           "--first-ms", str(first_ms), "--gap-ms", str(gap_ms), "--processes", str(processes), "--slots", str(slots),
            *(["--raw"] if raw else []), *(["--stamp"] if stamp else [])]  # fmt: skip
     with http_service(cmd, f"http://127.0.0.1:{port}/health", 20.0):
         yield f"127.0.0.1:{port}"
