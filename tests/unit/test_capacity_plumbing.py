@@ -1,9 +1,11 @@
 """Issue 25, the capacity of one configuration: the sweep's `benchmark.load` (schema, plan), the llm-perf command
-line the trtsweep_llm_perf module builds from it, results.csv's capacity columns from a summary's `search` object,
-and the report's sizing for `slo.target_request_rate` (trtsweep.report.sizing)."""
+line built from it (trtsweep.perf.argv: the lane's and the trtsweep_llm_perf module's), results.csv's capacity
+columns from a summary's `search` object, and the report's sizing for `slo.target_request_rate`
+(trtsweep.report.sizing)."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import csv
 import json
@@ -12,16 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet.status import settings_hash
+from trtsweep.perf import argv as perf_argv
 from trtsweep.perf import search as perf_search
 from trtsweep.report import results_table, sizing, writer
 from trtsweep.sweep import planning, schema, slo
 
-from .test_schema_reaches import LLM_PERF_MODULE, _module, llm_perf_argv
+from .test_schema_reaches import llm_perf_argv, point_run
 
 ROOT = Path(__file__).resolve().parents[2]
+LLM_PERF_ROLE = ROOT / "roles" / "llm_perf"
+LLM_PERF_MODULE = ROOT / "library" / "trtsweep_llm_perf.py"
 DATA = ROOT / "tests" / "data" / "report_results" / "smollm2-cpu-demo"
 FP32 = "smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream"
 INT8 = "smollm2-135m_int8_tp1pp1_bs4_isl1024osl128_stream"
@@ -125,39 +131,87 @@ def test_a_point_carries_its_load_search_with_its_limits_in_its_settings_hash():
     assert "load" not in plain["benchmark"] and plain["benchmark"]["concurrency"] == [1, 2]  # as before
 
 
-# -- the Ansible path --------------------------------------------------------------------------------------------
+# -- the lane and the module ------------------------------------------------------------------------------------
 
 
-def test_the_module_builds_the_search_flags_and_no_concurrency():
-    module = _module(LLM_PERF_MODULE)
+def _argument_spec(path: Path) -> dict[str, Any]:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "AnsibleModule":
+            return ast.literal_eval(next(k.value for k in node.keywords if k.arg == "argument_spec"))
+    raise AssertionError(f"{path}: no AnsibleModule(argument_spec=...)")
+
+
+# the role variables a caller of the llm_perf role sets besides the search (its prompts and export file)
+ROLE_VARS = {
+    "llm_perf_input_data": "data/prompts.jsonl",
+    "llm_perf_work_dir": "/r",
+    "llm_perf_export_file": "/r/p.json",
+}
+
+
+def role_argv(variables: dict[str, Any]) -> list[str]:
+    """The llm_perf role's module call with these role variables over its defaults (evaluated with Ansible's own
+    templating, validated by the module's argument spec), as the llm-perf command line the module builds."""
+    # Ansible is imported only when this runs, never at collection: importing it patches sys.intern, which breaks
+    # torch._dynamo for every test of the session that loads a model in-process (see pyproject's pytest addopts).
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    def trusted(value: Any) -> Any:  # a role's YAML is trusted as templates, as Ansible trusts its role files
+        if isinstance(value, str):
+            return trust_as_template(value)
+        if isinstance(value, dict):
+            return {k: trusted(v) for k, v in value.items()}
+        return [trusted(v) for v in value] if isinstance(value, list) else value
+
+    defaults = trusted(yaml.safe_load((LLM_PERF_ROLE / "defaults" / "main.yml").read_text()))
+    tasks = trusted(yaml.safe_load((LLM_PERF_ROLE / "tasks" / "main.yml").read_text()))
+    templar = Templar(loader=DataLoader())
+    templar.available_variables = {**defaults, **variables}
+    args = templar.template(next(t for t in tasks if "trtsweep_llm_perf" in t)["trtsweep_llm_perf"])
+    checked = ArgumentSpecValidator(_argument_spec(LLM_PERF_MODULE)).validate(args)
+    assert not checked.error_messages, checked.error_messages
+    return perf_argv.command(checked.validated_parameters)
+
+
+def test_the_command_line_has_the_search_flags_and_no_concurrency():
+    # the module builds its command line with llm-perf's own mapping, the one the lane uses
+    imports = [node for node in ast.walk(ast.parse(LLM_PERF_MODULE.read_text())) if isinstance(node, ast.ImportFrom)]
+    assert any(n.module == "trtsweep.perf.argv" and [a.name for a in n.names] == ["command"] for n in imports)
     assert schema.SEARCH_LIMITS is perf_search.KEYS  # one list of the keys a search judges by: llm-perf's
     params = {"url": "h:8001", "input_data": "/p.jsonl", "export_file": "/r/llm_perf.json", "num_requests": 100,
               "concurrency": [1], "streaming": True, "chat_template": False, "extra_inputs": {},
               "search": {"search": "slo", "variable": "concurrency", "max": 64.0, "max_levels": 6,
                          "slo": {"min_success_rate": 0.99, "ttft_p99_ms": 1000.0, "min_accuracy": 0.2,
                                  "e2e_p99_ms": 20000, "tpot_p99_ms": 50}}}  # fmt: skip
-    argv = module.command(params)
+    argv = perf_argv.command(params)
     tail = argv[argv.index("--search") :]
     assert tail[:10] == ["--search", "slo", "--search-variable", "concurrency", "--search-slo",
                          "ttft_p99_ms=1000,tpot_p99_ms=50,e2e_p99_ms=20000,min_success_rate=0.99",
                          "--search-max", "64", "--search-max-levels", "6"]  # fmt: skip
     assert "--concurrency" not in argv and argv[argv.index("--num-requests") + 1] == "100"
-    rate = module.command({**params, "search": {**params["search"], "variable": "request_rate", "max": 2.5}})
+    rate = perf_argv.command({**params, "search": {**params["search"], "variable": "request_rate", "max": 2.5}})
     assert rate[rate.index("--search-max") + 1] == "2.5"
-    plain = module.command({**params, "search": None})
+    plain = perf_argv.command({**params, "search": None})
     assert plain[plain.index("--concurrency") + 1] == "1" and "--search" not in plain
     with pytest.raises(ValueError, match=r"search\.slo needs at least one of"):
-        module.command({**params, "search": {**params["search"], "slo": {"min_accuracy": 0.2}}})
+        perf_argv.command({**params, "search": {**params["search"], "slo": {"min_accuracy": 0.2}}})
 
 
-def test_run_point_and_the_role_hand_the_points_search_to_llm_perf():
+def test_the_lane_and_the_role_hand_the_points_search_to_llm_perf(tmp_path):
     (point,) = planning.expand(sweep({**LOAD, "max_levels": 4}, slo_={"e2e_p99_ms": 20000}, num_requests=30))
-    _, argv = llm_perf_argv(point)
-    assert "--concurrency" not in argv
+    assert point_run(point, tmp_path).benchmark_params()["search"] == point["benchmark"]["load"]
+    lane = llm_perf_argv(point, tmp_path)
+    # the llm_perf role, given the point's search as the lane gives it, passes it to the module the same way
+    role = role_argv({**ROLE_VARS, "llm_perf_search": point["benchmark"]["load"], "llm_perf_num_requests": 30})
     flags = ("--search", "--search-variable", "--search-slo", "--search-max", "--search-max-levels", "--num-requests")
-    found = {flag: argv[argv.index(flag) + 1] for flag in flags}
-    assert found == {"--search": "slo", "--search-variable": "concurrency", "--search-slo": "e2e_p99_ms=20000",
-                     "--search-max": "64", "--search-max-levels": "4", "--num-requests": "30"}  # fmt: skip
+    for argv in (lane, role):
+        assert "--concurrency" not in argv
+        found = {flag: argv[argv.index(flag) + 1] for flag in flags}
+        assert found == {"--search": "slo", "--search-variable": "concurrency", "--search-slo": "e2e_p99_ms=20000",
+                         "--search-max": "64", "--search-max-levels": "4", "--num-requests": "30"}  # fmt: skip
+    assert "--search" not in role_argv({**ROLE_VARS, "llm_perf_search": None})
 
 
 # -- results.csv ---------------------------------------------------------------------------------------------------

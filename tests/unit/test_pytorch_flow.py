@@ -7,6 +7,7 @@ from the TensorRT-LLM sources of 1.0, 1.1 and 1.2).
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -292,35 +293,43 @@ def test_charts_name_each_flow_of_one_configuration():
     assert common == "smol float32 tp1pp1 bs4 isl512osl64 stream"
 
 
-def test_run_point_hands_trtllm_serve_its_point():
-    """What run_point.yml gives the triton_serve role for a trtllm-serve point (evaluated with Ansible's templating,
-    as tests/unit/test_schema_reaches.py does): the checkpoint, the options file, the release, TP/PP, and the
-    trtllm-serve beside the install's python."""
-    from tests.unit.test_schema_reaches import role_variables
+def test_the_lane_hands_trtllm_serve_its_point(tmp_path):
+    """What the lane (trtsweep.lane.point.PointRun) gives trtllm-serve for its point: no Triton repository, the
+    checkpoint, the options file, the release, TP/PP, and the trtllm-serve beside the install's python."""
+    from tests.unit.test_schema_reaches import MADE, point_run
 
     sweep_ = trt(flow="pytorch", servers=["trtllm-serve"])
     sweep_["trtllm"]["python"] = "/opt/venv/bin/python3"
     (point,) = expand(sweep_)
-    roles = role_variables(point)
-    assert "triton_repo" not in roles  # no Triton repository for trtllm-serve
-    assert roles["triton_serve"]["triton_serve_openai"] == {
-        "backend": "tensorrtllm", "release": "1.2", "model": "/cache/q",
-        "options_file": f"/work/flows/{point['id']}/llm_api_options.yml",
-        "served_dir": f"/work/flows/{point['id']}/runs/run-1/served", "tp": 2, "pp": 1, "ep": None,
-        "executable": "/opt/venv/bin/trtllm-serve",
+    work = tmp_path / "work"
+    run = point_run(point, tmp_path, trtsweep_work_dir=str(work))
+    run.journal_file.parent.mkdir()
+    run._preflight()
+    run._build()  # the PyTorch flow's build: the LLM API options file, no engine
+    run._repository()
+    point_dir = work / "flows" / point["id"]
+    assert not (point_dir / "triton_repo").exists()  # no Triton repository for trtllm-serve
+    assert yaml.safe_load((point_dir / "llm_api_options.yml").read_text()) == point["llm_api"]
+    recorded = json.loads((run.paths.results / "repository.json").read_text())
+    assert recorded["repository"] is None
+    assert recorded["params"] == {"llm_api": point["llm_api"], "model": MADE["output_dir"]}
+    assert run.server_params()["openai"] == {
+        "backend": "tensorrtllm", "release": "1.2", "model": MADE["output_dir"],
+        "options_file": f"{point_dir}/llm_api_options.yml", "served_dir": f"{point_dir}/runs/run-1/served",
+        "tp": 2, "pp": 1, "ep": None, "executable": "/opt/venv/bin/trtllm-serve",
     }  # fmt: skip
-    # llm-perf reads trtllm-serve's iteration stats at /metrics on the port of its API
-    perf = roles["llm_perf"]
-    assert perf["llm_perf_protocol"] == "openai" and perf["llm_perf_url"] == "127.0.0.1:8000"
-    assert perf["llm_perf_server_metrics_url"] == "http://127.0.0.1:8000/metrics"
+    # llm-perf asks trtllm-serve for the served id, and reads its iteration stats at /metrics on the port of its API
+    perf = run.benchmark_params()
+    assert perf["protocol"] == "openai" and perf["url"] == "127.0.0.1:8000" and perf["model"] == MADE["server_id"]
+    assert perf["server_metrics_url"] == "http://127.0.0.1:8000/metrics"
 
 
-def test_run_point_starts_one_process_for_the_pytorch_flow_and_one_per_rank_for_the_engine_flow():
+def test_the_lane_starts_one_process_for_the_pytorch_flow_and_one_per_rank_for_the_engine_flow(tmp_path):
     """TP 2: the engine flow's Triton runs a tritonserver per rank under mpirun; the llmapi model's Triton is one
     process (its LLM API starts the ranks, as upstream's launch of the llmapi repository with world size 1)."""
-    from tests.unit.test_schema_reaches import role_variables
+    from tests.unit.test_schema_reaches import point_run
 
     engine, pytorch = expand(trt(flow=["engine", "pytorch"]))
     assert (engine["flow"], pytorch["flow"]) == ("engine", "pytorch") and engine["world_size"] == 2
-    assert int(role_variables(engine)["triton_serve"]["triton_serve_world_size"]) == 2
-    assert int(role_variables(pytorch)["triton_serve"]["triton_serve_world_size"]) == 1
+    assert point_run(engine, tmp_path).server_params()["world_size"] == 2
+    assert point_run(pytorch, tmp_path).server_params()["world_size"] == 1

@@ -1,173 +1,120 @@
 """Every field of the sweep schema reaches what it configures: no key is parsed and then silently dropped.
 
-The point flow is not re-implemented here: the YAML of `playbooks/tasks/run_point.yml` and of the llm_perf role
-is evaluated with Ansible's own templating (role variables as the include_role tasks map them from the point,
-then the llm_perf role's module arguments), the module's argument spec and `command()` turn those into the
-llm-perf command line, and llm-perf's own parser reads it. Placement keys are followed into the plan.
+The point flow is not re-implemented here: the lane's own mapping (trtsweep.lane.point.PointRun, what a host runs
+for each point) is asked what each stage is given for a placed point, with the host's settings as the controller
+hands them (every role's defaults plus the trtsweep_* settings) and fixed stand-ins for what earlier stages made;
+its benchmark parameters become llm-perf's command line (trtsweep.perf.argv.command), which llm-perf's own parser
+reads. Placement keys are followed into the plan.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import yaml
 
 from trtsweep.fleet import runplan
+from trtsweep.lane.point import PointRun
+from trtsweep.lane.spec import ROLES, TRTSWEEP_SETTINGS, HostSpec
+from trtsweep.perf.argv import command
 from trtsweep.perf.cli import parser as llm_perf_parser
 from trtsweep.report import sizing, verdict
 from trtsweep.sweep import planning, slo
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_POINT = ROOT / "playbooks" / "tasks" / "run_point.yml"
-LLM_PERF_ROLE = ROOT / "roles" / "llm_perf"
-LLM_PERF_MODULE = ROOT / "library" / "trtsweep_llm_perf.py"
 
-# what the play and the earlier roles give run_point.yml (inventory variables, facts set by the roles)
+# the trtsweep_* settings the controller hands a host (inventory variables)
 CONTEXT: dict[str, Any] = {
-    "playbook_dir": str(ROOT),
     "trtsweep_work_dir": "/work",
-    "trtsweep_results_dir": "/results",
-    "trtsweep_run_id": "run-1",
     "trtsweep_cache_dir": "/cache",
     "trtsweep_hf_cache_dir": "/hf",
     "trtsweep_hf_offline": False,
     "trtsweep_triton_runtime": "native",
     "trtsweep_triton_bind_address": "0.0.0.0",
+    "trtsweep_triton_container_image": None,
     "trtsweep_server_lease_ttl": 20,
-    "hf_download_model_dir": "/hf/model",
-    "hf_download_revision_resolved": "0123abc",
-    "quantize_checkpoint_dir": "/cache/checkpoints/c",
-    "quantize_output_dir": "/cache/q",
-    "quantize_hf_dtype": "float32",
-    "trtllm_build_engine_dir": "/cache/engines/e",
-    "triton_serve_server_id": "trtsweep-0001",
+}
+# what the earlier stages made (download, quantize, build, serve), as the later stages read it
+MADE: dict[str, Any] = {
+    "model_dir": "/hf/model",
+    "revision": "0123abc",
+    "output_dir": "/cache/q",
+    "hf_dtype": "float32",
+    "checkpoint_dir": "/cache/checkpoints/c",
+    "engine_dir": "/cache/engines/e",
+    "server_id": "trtsweep-0001",
 }
 PLACED = {"host": "h", "lane": "h--lane0", "gpus": [0, 1, 2, 3], "visible_devices": "0,1,2,3",
           "ports": {"http": 8000, "grpc": 8001, "metrics": 8002}}  # fmt: skip
 
 
-# Ansible is imported only when this test runs, never at collection: importing it patches sys.intern, which breaks
-# torch._dynamo for every test of the session that loads a model in-process (see pyproject's pytest addopts).
-@functools.cache
-def _ansible() -> Any:
-    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar, trust_as_template
-
-    return ArgumentSpecValidator, Templar(loader=DataLoader()), trust_as_template
+def settings(**over: Any) -> dict[str, Any]:
+    """The host's settings as the controller resolves them: each role's defaults, then the trtsweep_* ones."""
+    assert set(CONTEXT) == set(TRTSWEEP_SETTINGS), "give every trtsweep_* setting the lane reads"
+    found: dict[str, Any] = {}
+    for role in ROLES:
+        found.update(yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {})
+    return {**found, **CONTEXT, **over}
 
 
-def trust_as_template(value: str) -> Any:
-    return _ansible()[2](value)
+def point_run(point: dict[str, Any], where: Path, **over: Any) -> PointRun:
+    """The lane's run of `point` placed on host h (PLACED), with MADE as what its earlier stages made; `where`
+    holds the run's journal and lease; `over`: settings the inventory sets."""
+    placed = {**point, **PLACED}
+    spec = HostSpec(run_id="run-1", sweep=point["sweep"], journal_dir=where / "journal", lease_file=where / "lease",
+                    settings=settings(**over), inputs={point["benchmark"]["input_data"]: "/inputs/0-prompts.jsonl"},
+                    lanes=[{"name": PLACED["lane"], "ports": PLACED["ports"], "points": [placed]}])  # fmt: skip
+    run = PointRun(spec, placed, where / "journal" / f"{PLACED['lane']}.jsonl", "h")
+    for name, value in MADE.items():
+        setattr(run.made, name, value)
+    return run
 
 
-def _trusted(value: Any) -> Any:
-    """YAML read here is trusted as templates, as Ansible trusts its playbook files."""
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: _trusted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_trusted(v) for v in value]
+def stages(run: PointRun) -> dict[str, Any]:
+    """stage -> what the lane gives it for the point; a stage the point does not run is absent (as run_point.yml's
+    roles were skipped: the engine flow's checkpoint and engine for the tensorrtllm backend, the PyTorch flow's
+    ModelOpt checkpoint and LLM API options, a Triton repository unless trtllm-serve serves)."""
+    given: dict[str, Any] = {"paths": run.paths, "download": run.download_params(), "server": run.server_params(),
+                             "benchmark": run.benchmark_params()}  # fmt: skip
+    if run.p["backend"] == "tensorrtllm" and not run.pytorch:
+        given["checkpoint"], given["checkpoint_runtime"] = run.checkpoint_spec()
+        given["engine"], given["engine_runtime"] = run.engine_spec()
+    if run.p["backend"] == "tensorrtllm" and run.pytorch:
+        given["modelopt"], given["modelopt_runtime"] = run.modelopt_spec()
+    if run.pytorch:
+        given["llm_api_options"] = yaml.safe_load(run.llm_api_options())
+    if not run.openai:
+        given["repository"] = run.repository_params()
+    return given
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<not given>"
+
+
+MISSING = _Missing()
+
+
+def lookup(given: dict[str, Any], path: str) -> Any:
+    """`stage.name.name...` of stages(): a key of a mapping or an attribute of a spec."""
+    value: Any = given
+    for name in path.split("."):
+        value = value.get(name, MISSING) if isinstance(value, dict) else getattr(value, name, MISSING)
     return value
 
 
-def _template(value: Any, variables: dict[str, Any]) -> Any:
-    templar = _ansible()[1]
-    templar.available_variables = variables
-    return templar.template(value)
-
-
-@functools.cache
-def _yaml(path: Path) -> Any:
-    """A playbook / role file, its strings trusted as templates (read once: Ansible caches compiled templates)."""
-    return _trusted(yaml.safe_load(path.read_text()))
-
-
-def _tasks(tasks: list[dict[str, Any]], scope: dict[str, Any]) -> Any:
-    """Every task, blocks flattened and task files included (include_tasks beside run_point.yml), with the
-    variables of the blocks around it."""
-    for task in tasks:
-        if "block" in task:
-            inner = {**scope, **(task.get("vars") or {})}
-            for key in ("block", "rescue", "always"):
-                yield from _tasks(task.get(key) or [], inner)
-        elif "ansible.builtin.include_tasks" in task:
-            yield from _tasks(_yaml(RUN_POINT.parent / str(task["ansible.builtin.include_tasks"])), scope)
-        else:
-            yield task, scope
-
-
-def role_variables(point: dict[str, Any], only: str | None = None) -> dict[str, dict[str, Any]]:
-    """role -> the role variables run_point.yml's include_role task sets for this point (tasks whose `when` is
-    false are left out, as Ansible would), evaluating its set_fact tasks on the way; `only`: that role's."""
-    context = {**CONTEXT, "trtsweep_point": {**point, **PLACED}}
-    roles: dict[str, dict[str, Any]] = {}
-    for task, scope in _tasks(_yaml(RUN_POINT), {}):
-        variables = {**context, **scope}
-        if "ansible.builtin.set_fact" in task:
-            context.update(_template(task["ansible.builtin.set_fact"], variables))
-        include = task.get("ansible.builtin.include_role")
-        if include is None or include.get("tasks_from") == "stop":
-            continue
-        name = include["name"] + (f":{include['tasks_from']}" if include.get("tasks_from") else "")
-        if only not in (None, name):
-            continue
-        when = task.get("when")
-        if when is not None and not _template(trust_as_template("{{ " + str(when) + " }}"), variables):
-            continue
-        rendered = _template(task.get("vars") or {}, variables)
-        roles[name] = {**roles.get(name, {}), **rendered}
-    return roles
-
-
-def _module(path: Path) -> ModuleType:
-    if "ansible.module_utils.trtsweep_common" not in sys.modules:
-        common = importlib.util.spec_from_file_location(
-            "ansible.module_utils.trtsweep_common", ROOT / "module_utils" / "trtsweep_common.py"
-        )
-        assert common is not None and common.loader is not None
-        sys.modules[common.name] = importlib.util.module_from_spec(common)
-        common.loader.exec_module(sys.modules[common.name])
-    spec = importlib.util.spec_from_file_location(f"_under_test_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _argument_spec(path: Path) -> dict[str, Any]:
-    import ast
-
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "AnsibleModule":
-            return ast.literal_eval(next(k.value for k in node.keywords if k.arg == "argument_spec"))
-    raise AssertionError(f"{path}: no AnsibleModule(argument_spec=...)")
-
-
-def llm_perf_argv(point: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The llm_perf role for this point: its copy task's arguments, and the llm-perf command line the module runs."""
-    include = role_variables(point, only="llm_perf")["llm_perf"]
-    defaults, tasks = _yaml(LLM_PERF_ROLE / "defaults" / "main.yml"), _yaml(LLM_PERF_ROLE / "tasks" / "main.yml")
-    variables = {**defaults, **include}  # include_role vars win over role defaults
-    copy = _template(next(t for t in tasks if "ansible.builtin.copy" in t)["ansible.builtin.copy"], variables)
-    args = _template(next(t for t in tasks if "trtsweep_llm_perf" in t)["trtsweep_llm_perf"], variables)
-    checked = _ansible()[0](_argument_spec(LLM_PERF_MODULE)).validate(args)
-    assert not checked.error_messages, checked.error_messages
-    argv = _module(LLM_PERF_MODULE).command(checked.validated_parameters)
+def llm_perf_argv(point: dict[str, Any], where: Path) -> list[str]:
+    """The llm-perf command line the lane runs for this point (its arguments, after `python -m trtsweep.perf.cli`)."""
+    argv = command(point_run(point, where).benchmark_params())
     assert argv[1:3] == ["-m", "trtsweep.perf.cli"]
-    return copy, argv[3:]
+    return argv[3:]
 
 
-def llm_perf(point: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    """The llm_perf role for this point: its copy task's arguments, and llm-perf's parsed command line."""
-    copy, argv = llm_perf_argv(point)
-    return copy, llm_perf_parser().parse_args(argv)
+def llm_perf(point: dict[str, Any], where: Path) -> Any:
+    """llm-perf's parsed command line for this point."""
+    return llm_perf_parser().parse_args(llm_perf_argv(point, where))
 
 
 def trt_sweep(**over: Any) -> dict[str, Any]:
@@ -215,56 +162,61 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
         "stall_timeout": (0, "stall_timeout", 0.0),  # 0 turns the check off; it must not become the default
         "connect_timeout": (4, "connect_timeout", 4.0),
     }
-    # sweep field -> (overrides of the base sweep, {role: {role variable: value run_point.yml must give it}})
-    top: dict[str, tuple[dict[str, Any], dict[str, dict[str, Any]]]] = {
-        "name": ({"name": "renamed"}, {"triton_repo": {"triton_repo_dest": f"/work/renamed/{point_id}/triton_repo"}}),
-        "backend": (hf_sweep(precisions=["float32"]), {"quantize": {"quantize_backend": "hf"}}),
+    # sweep field -> (overrides of the base sweep, {stage.what: value the lane must give that stage}; see stages())
+    top: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+        "name": ({"name": "renamed"}, {"paths.point_dir": Path(f"/work/renamed/{point_id}"),
+                                       "server.model_repository": f"/work/renamed/{point_id}/triton_repo",
+                                       "benchmark.export_file": f"/work/renamed/{point_id}/runs/run-1/results/"
+                                                                "llm_perf.json"}),
+        "backend": (hf_sweep(precisions=["float32"]), {"repository.backend": "hf",
+                                                       "repository.engine_dir": MADE["output_dir"],
+                                                       "server.engine_dir": None}),
         "models": ({"models": [{"repo_id": "Org/Other-1B", "name": "qwen"}]},
-                   {"hf_download": {"hf_download_repo_id": "Org/Other-1B"}}),
-        "precisions": ({"precisions": ["int8_wo"]}, {"quantize": {"quantize_precision": "int8_wo"}}),
+                   {"download.repo_id": "Org/Other-1B", "checkpoint.model_id": "Org/Other-1B"}),
+        "precisions": ({"precisions": ["int8_wo"]}, {"checkpoint.precision": "int8_wo"}),
         "parallelism": ({"parallelism": [{"tp": 2, "pp": 2}]},
-                        {"quantize": {"quantize_tp": 2, "quantize_pp": 2},
-                         "trtllm_build": {"trtllm_build_tp": 2, "trtllm_build_pp": 2},
-                         "triton_serve": {"triton_serve_world_size": 4}}),
+                        {"checkpoint.tp": 2, "checkpoint.pp": 2, "engine.tp": 2, "engine.pp": 2,
+                         "server.world_size": 4}),
         "max_batch_sizes": ({"max_batch_sizes": [16]},
-                            {"trtllm_build": {"trtllm_build_max_batch_size": 16},
-                             "triton_repo": {"triton_repo_max_batch_size": 16}}),
+                            {"engine.options.max_batch_size": 16, "repository.triton_max_batch_size": 16}),
         "lengths": ({"lengths": [{"input": 300, "output": 40}]},
-                    {"trtllm_build": {"trtllm_build_max_input_len": 300, "trtllm_build_max_output_len": 40}}),
+                    {"engine.options.max_input_len": 300, "engine.options.max_output_len": 40}),
         "streaming": ({"streaming": [False]},
-                      {"triton_repo": {"triton_repo_decoupled_mode": False, "triton_repo_streaming": False},
-                       "llm_perf": {"llm_perf_streaming": False}}),
+                      {"repository.decoupled_mode": False, "repository.streaming": False,
+                       "benchmark.streaming": False}),
         "triton": ({"triton": {"max_queue_delay_microseconds": 100}},
-                   {"triton_repo": {"triton_repo_overrides": {"max_queue_delay_microseconds": 100}}}),
+                   {"repository.max_queue_delay_microseconds": 100}),
         "flow": ({**pytorch_flow, "servers": ["triton"]},
-                 {"quantize": {"quantize_flow": "pytorch"}, "triton_repo": {"triton_repo_layout": "llmapi"},
-                  "llm_perf": {"llm_perf_model": "tensorrt_llm"}}),
+                 {"modelopt.release": "1.2", "repository.layout": "llmapi", "benchmark.model": "tensorrt_llm"}),
         "servers": ({**pytorch_flow, "servers": ["trtllm-serve"]},
-                    {"llm_perf": {"llm_perf_protocol": "openai", "llm_perf_model": "trtsweep-0001"}}),
+                    {"benchmark.protocol": "openai", "benchmark.model": MADE["server_id"],
+                     "server.openai.options_file": f"/work/walk/{point_id}_pytorch-serve/llm_api_options.yml"}),
         "pytorch": ({**pytorch_flow, "pytorch": {"enable_chunked_prefill": True, "enable_iter_perf_stats": False}},
-                    {"trtllm_build:llm_api_options": {"trtllm_build_llm_api_options": {
-                        **pytorch_options, "enable_chunked_prefill": True, "enable_iter_perf_stats": False}}}),
+                    {"llm_api_options": {**pytorch_options, "enable_chunked_prefill": True,
+                                         "enable_iter_perf_stats": False},
+                     "repository.options": {**pytorch_options, "enable_chunked_prefill": True,
+                                            "enable_iter_perf_stats": False}}),
         "llm_api": ({**pytorch_flow, "llm_api": {"iter_stats_max_iterations": 5000}},
-                    {"trtllm_build:llm_api_options": {"trtllm_build_llm_api_options": {
-                        **pytorch_options, "iter_stats_max_iterations": 5000}}}),
+                    {"llm_api_options": {**pytorch_options, "iter_stats_max_iterations": 5000},
+                     "repository.options": {**pytorch_options, "iter_stats_max_iterations": 5000}}),
     }  # fmt: skip
-    trtllm: dict[str, tuple[Any, dict[str, dict[str, Any]]]] = {
-        "version": ("0.12.0", {"quantize": {"quantize_trtllm_version": "0.12.0"},
-                               "trtllm_build": {"trtllm_build_trtllm_version": "0.12.0"},
-                               "triton_repo": {"triton_repo_trtllm_version": "0.12.0"}}),
-        "family": ("llama", {"quantize": {"quantize_family": "llama"}}),
-        "dir": ("/opt/trtllm", {"quantize": {"quantize_trtllm_dir": "/opt/trtllm"}}),
-        "python": ("/usr/bin/python3.10", {"quantize": {"quantize_python": "/usr/bin/python3.10"}}),
-        "runtime": ("container", {"quantize": {"quantize_runtime": "container"},
-                                  "trtllm_build": {"trtllm_build_runtime": "container"}}),
-        "container_image": ("nvcr.io/x/trt:1", {"quantize": {"quantize_container_image": "nvcr.io/x/trt:1"},
-                                                "trtllm_build": {"trtllm_build_container_image": "nvcr.io/x/trt:1"},
-                                                "triton_serve": {"triton_serve_container_image": "nvcr.io/x/trt:1"}}),
-        "kv_cache_dtype": ("fp8", {"quantize": {"quantize_kv_cache_dtype": "fp8"}}),
-        "calib_size": (64, {"quantize": {"quantize_calib_size": 64}}),
-        "modelopt_dir": ("/opt/modelopt", {"quantize": {"quantize_modelopt_dir": "/opt/modelopt"}}),
-        "calibrate_on_prompts": (True, {"quantize": {
-            "quantize_calib_data": f"/work/walk/{point_id}/prompts.jsonl"}}),
+    # trtllm key -> (value, {stage.what: value}, the base sweep when not trt_sweep())
+    modelopt_base = trt_sweep(**pytorch_flow)
+    trtllm: dict[str, tuple[Any, dict[str, Any], dict[str, Any] | None]] = {
+        "version": ("0.12.0", {"checkpoint.version": "0.12.0", "engine.version": "0.12.0",
+                               "repository.trtllm_version": "0.12.0"}, None),
+        "family": ("llama", {"checkpoint.family": "llama"}, None),
+        "dir": ("/opt/trtllm", {"checkpoint_runtime.trtllm_dir": "/opt/trtllm"}, None),
+        "python": ("/usr/bin/python3.10", {"checkpoint_runtime.python": "/usr/bin/python3.10"}, None),
+        "runtime": ("container", {"checkpoint_runtime.kind": "container", "engine_runtime.kind": "container"}, None),
+        "container_image": ("nvcr.io/x/trt:1", {"checkpoint_runtime.image": "nvcr.io/x/trt:1",
+                                                "engine_runtime.image": "nvcr.io/x/trt:1",
+                                                "server.container_image": "nvcr.io/x/trt:1"}, None),
+        "kv_cache_dtype": ("fp8", {"checkpoint.kv_cache_dtype": "fp8"}, None),
+        "calib_size": (64, {"checkpoint.calib_size": 64}, None),
+        # the PyTorch flow's ModelOpt checkpoint is the one that reads it
+        "modelopt_dir": ("/opt/modelopt", {"modelopt.modelopt_dir": "/opt/modelopt"}, modelopt_base),
+        "calibrate_on_prompts": (True, {"checkpoint.calib_data": f"/work/walk/{point_id}/prompts.jsonl"}, None),
     }  # fmt: skip
     # placement key -> (placement of an hf sweep without, with the key set, over hosts a (2 x 40 GiB A100) and
     #                   b (2 x 80 GiB H100) or b only, what of the plan it changes)
@@ -322,8 +274,8 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
     searching = trt_sweep(slo={"ttft_p99_ms": 1000, "min_success_rate": 0.99, "min_accuracy": 0.2})
     searching["benchmark"] = {"input_data": "data/prompts.jsonl", "num_requests": 50,
                               "load": {"search": "slo", "variable": "concurrency", "max": 12}}  # fmt: skip
-    _, argv = llm_perf_argv(planning.expand(searching)[0])
-    _, base_argv = llm_perf_argv(planning.expand(trt_sweep())[0])
+    argv = llm_perf_argv(planning.expand(searching)[0], tmp_path)
+    base_argv = llm_perf_argv(planning.expand(trt_sweep())[0], tmp_path)
     flags = dict(zip(argv, [*argv[1:], None], strict=True))
     want = {"--search": "slo", "--search-variable": "concurrency", "--search-max": "12",
             "--search-max-levels": "8", "--search-slo": "ttft_p99_ms=1000,min_success_rate=0.99",
@@ -333,30 +285,32 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
 
     dropped: list[str] = []
     base_point = planning.expand(trt_sweep())[0]
-    base_copy, base_args = llm_perf(base_point)
+    base_args = llm_perf(base_point, tmp_path)
     for key, (value, attribute, expected) in benchmark.items():
-        copy, args = llm_perf(planning.expand(trt_sweep(benchmark={key: value}))[0])
+        point = planning.expand(trt_sweep(benchmark={key: value}))[0]
+        args = llm_perf(point, tmp_path)
         if getattr(args, attribute) != expected or getattr(base_args, attribute) == expected:
             dropped.append(f"benchmark.{key}: llm-perf got {getattr(args, attribute)!r}, want {expected!r}")
         if key == "protocol" and args.url != "127.0.0.1:8000":  # http: the point's http port, not grpc's
             dropped.append(f"benchmark.protocol: llm-perf url {args.url}")
-        if key == "input_data" and copy["src"] != str(other):
-            dropped.append(f"benchmark.input_data: the role copies {copy['src']} (base: {base_copy['src']})")
+        # the controller sends the file the point names to the host, and the lane copies it to llm-perf's path
+        if key == "input_data" and point["benchmark"]["input_data"] != str(other):
+            dropped.append(f"benchmark.input_data: the point names {point['benchmark']['input_data']}")
 
-    base = role_variables(base_point)
-
-    def compare(field: str, sweep: dict[str, Any], expected: dict[str, dict[str, Any]]) -> None:
-        got = role_variables(planning.expand(sweep)[0])
-        for role, values in expected.items():
-            for var, want in values.items():
-                now, before = got.get(role, {}).get(var, "<role not included>"), base.get(role, {}).get(var)
-                if now != want or before == want:
-                    dropped.append(f"{field}: {role} gets {var}={now!r} (base {before!r}), want {want!r}")
+    def compare(field: str, sweep: dict[str, Any], expected: dict[str, Any], base_sweep: dict[str, Any]) -> None:
+        got = stages(point_run(planning.expand(sweep)[0], tmp_path))
+        base = stages(point_run(planning.expand(base_sweep)[0], tmp_path))
+        for path, want in expected.items():
+            now, before = lookup(got, path), lookup(base, path)
+            if now != want or before == want:
+                dropped.append(f"{field}: the lane gives {path}={now!r} (base {before!r}), want {want!r}")
 
     for key, (over, expected) in top.items():
-        compare(key, over if key == "backend" else trt_sweep(**over), expected)
-    for key, (value, expected) in trtllm.items():
-        compare(f"trtllm.{key}", trt_sweep(trtllm={key: value}), expected)
+        compare(key, over if key == "backend" else trt_sweep(**over), expected, trt_sweep())
+    for key, (value, expected, base_sweep) in trtllm.items():
+        sweep = trt_sweep(trtllm={key: value}) if base_sweep is None else {
+            **base_sweep, "trtllm": {**base_sweep["trtllm"], key: value}}  # fmt: skip
+        compare(f"trtllm.{key}", sweep, expected, base_sweep or trt_sweep())
 
     gpu = {"a": ("NVIDIA A100-SXM4-40GB", 40960), "b": ("NVIDIA H100 80GB HBM3", 81559)}
     hosts = {h: {"gpus": [{"index": i, "name": n, "memory_mb": m} for i in range(2)], "problems": []}
