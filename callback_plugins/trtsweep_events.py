@@ -2,20 +2,20 @@
 # Apache-2.0
 """Ansible callback (notification): the sweep run's events and live progress, on the controller.
 
-Writes `results/<sweep>/events.json` while `sweep.yml` runs: per lane its current point and stage, per point
-its state (running / ok / failed), the hosts that became unreachable and why (the report's cause for lost
-points), and the run's start time. `trtsweep run` renders it as a compact live view; the report reads the
-unreachable hosts. A host unreachable before the plan (a changed host key, a host that is down) gets the host
-variable `trtsweep_unreachable` (the reason's last line), which the plan names as its points' cause.
-Plain Ansible output is untouched. If the report play never ran (every lane went
-away), the report is written here at the end of the run.
+Writes `results/<sweep>/events.json` while `sweep.yml` runs: the plan's lanes and points, the hosts that became
+unreachable and why (the report's cause for lost points), and the run's start and end. Each lane's current point
+and stage and each point's state come from the hosts' collectors (`.run/progress-<host>.json`, action plugin
+trtsweep_lanes); `trtsweep run` renders both as a compact live view (trtsweep.fleet.progress.load merges them).
+A host unreachable before the plan (a changed host key, a host that is down) gets the host variable
+`trtsweep_unreachable` (the reason's last line), which the plan names as its points' cause. Plain Ansible output
+is untouched. If the report play never ran (every host went away), the report is written here at the end of the
+run.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from pathlib import Path
 
@@ -29,11 +29,6 @@ description:
   - Enabled in ansible.cfg (callbacks_enabled); does nothing for playbooks other than sweep.yml.
 requirements: [trtsweep on the controller]
 """
-
-POINT_TASK = re.compile(r"^Point \| (?P<what>[^|]+?) \| (?P<point>\S+)$")
-STAGE = re.compile(r"^stage (?P<stage>\w+)$")
-FIRST_STAGE = "preflight"  # where every point starts (run_point.yml's __point_stage; trtsweep.fleet.status.STAGES[0])
-
 
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
@@ -58,10 +53,6 @@ class CallbackModule(CallbackBase):
         tmp.write_text(json.dumps(self._events, indent=1))
         tmp.replace(self._path)
 
-    def _host(self, name: str) -> str:
-        lane = next((ln for ln in (self._plan or {}).get("lanes", []) if ln["name"] == name), None)
-        return lane["host"] if lane else name
-
     def v2_runner_on_ok(self, result) -> None:  # type: ignore[no-untyped-def]
         res = result._result
         if result._task.action in ("trtsweep_plan",) and "run_id" in res and not res.get("skipped"):
@@ -80,30 +71,8 @@ class CallbackModule(CallbackBase):
             for entry in res.get("unplaced", []):
                 self._events["points"][entry["point"]] = {"state": "failed", "stage": "preflight"}
             self._save()
-        elif result._task.action in ("trtsweep_report",) and result._host.get_name() not in self._events["lanes"]:
-            self._reported = True  # the report play's report (a lane's refresh after a point does not count)
-        elif result._task.action in ("trtsweep_point_status",) and "record" in res:
-            record = res["record"]
-            self._events["points"][record["point"]] = {
-                "state": record["status"],
-                "stage": record.get("stage"),
-                "lane": record.get("lane"),
-                "host": record.get("host"),
-                "seconds": sum((record.get("stages") or {}).values()),
-            }
-            self._save()
-
-    def v2_runner_on_start(self, host, task) -> None:  # type: ignore[no-untyped-def]
-        match = POINT_TASK.match(task.get_name().strip())
-        lanes = self._events["lanes"]
-        if not match or host.name not in lanes:
-            return
-        stage = STAGE.match(match.group("what").strip())
-        lane = lanes[host.name]
-        if lane.get("point") != match.group("point") or stage:  # a new point starts at the first stage
-            lane.update(point=match.group("point"), stage=stage.group("stage") if stage else FIRST_STAGE,
-                        since=time.time())  # fmt: skip
-            self._save()
+        elif result._task.action in ("trtsweep_report",):
+            self._reported = True  # the report play's report
 
     def v2_playbook_on_play_start(self, play) -> None:  # type: ignore[no-untyped-def]
         self._variables = getattr(play, "_variable_manager", None)
@@ -111,7 +80,7 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_unreachable(self, result) -> None:
         name = result._host.get_name()
         msg = str(result._result.get("msg", "unreachable")).strip().splitlines()
-        host = self._host(name)
+        host = name
         reason = msg[-1].strip() if msg else "unreachable"
         if self._variables is not None and host not in self._events["unreachable"]:
             # the plan (filter trtsweep_fleet_hosts) names the cause for a host lost before it was planned

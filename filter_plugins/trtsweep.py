@@ -8,7 +8,7 @@ from ansible.errors import AnsibleFilterError
 
 try:
     from trtsweep.errors import TrtsweepError
-    from trtsweep.fleet import hostfacts, runplan
+    from trtsweep.fleet import hostfacts
 except ImportError as exc:  # the controller's Python must have trtsweep installed
     IMPORT_ERROR: ImportError | None = exc
 else:
@@ -44,17 +44,6 @@ def trtsweep_fleet_hosts(names, hostvars):
     return hosts
 
 
-def trtsweep_lane_host(lane, plan, host_vars):
-    """add_host arguments for one lane of the plan: its host's connection and settings, its points."""
-    _require("trtsweep_lane_host")
-    wanted = [k for k in host_vars if k in runplan.LANE_CONNECTION_VARS or k.startswith(runplan.LANE_VAR_PREFIXES)]
-    values = {k: host_vars[k] for k in wanted if k not in runplan.NOT_COPIED}
-    args = runplan.lane_host(lane, values, list(host_vars.get("group_names", [])))
-    by_id = {p["id"]: p for p in plan["points"]}
-    args["trtsweep_lane_points"] = [by_id[point_id] for point_id in lane["points"]]  # in the lane's order
-    return args
-
-
 class FilterModule:
     def filters(self):
-        return {"trtsweep_fleet_hosts": trtsweep_fleet_hosts, "trtsweep_lane_host": trtsweep_lane_host}
+        return {"trtsweep_fleet_hosts": trtsweep_fleet_hosts}

@@ -110,6 +110,17 @@ def benchmark_clients(tmp_path: Path) -> list[int]:
     return found
 
 
+def lane_runners(tmp_path: Path) -> list[int]:
+    """Live lane runners (python -m trtsweep.lane) of this test's runs: their host spec is under its directory."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            argv = cmdline.read_bytes().split(b"\0")
+            if b"trtsweep.lane" in argv and any(str(tmp_path).encode() in arg for arg in argv):
+                found.append(int(cmdline.parent.name))
+    return found
+
+
 def ports_free(ports: list[int]) -> bool:
     """As a new server (and the lane preflight) sees them: bindable with SO_REUSEADDR."""
     return not busy_ports("127.0.0.1", dict(enumerate(ports)))
@@ -120,6 +131,9 @@ def run(tmp_path: Path) -> Iterator[Run]:
     started = Run(tmp_path)
     yield started
     started.finish(timeout_s=60)
+    for pid in lane_runners(tmp_path):  # leave nothing running (a failed test's runner)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     for state_file in (tmp_path / "work").glob("*/*/runs/*/triton_server.json"):  # leave nothing running
         state = ServerState.load(state_file)
         if start_ticks(state.pid) == state.start_ticks:
@@ -150,6 +164,10 @@ def test_an_interrupted_run_leaves_no_server(run, how):
     deadline = time.monotonic() + 15  # the benchmark stops with its server: no llm-perf left sending to nothing
     while benchmark_clients(run.tmp):
         assert time.monotonic() < deadline, f"llm-perf still running: {benchmark_clients(run.tmp)}"
+        time.sleep(0.2)
+    deadline = time.monotonic() + 30  # and the host's lane runner ends when the lease lapses: nothing is left
+    while lane_runners(run.tmp):
+        assert time.monotonic() < deadline, f"lane runner still running: {lane_runners(run.tmp)}"
         time.sleep(0.2)
 
 

@@ -1,6 +1,6 @@
-"""The trtsweep_events callback driven as Ansible drives it (plan result, task starts, an unreachable host, the
-run's stats) over a real run's results (tests/data/report_results): the report written when no report play ran, and
-the stage a lost point is reported in."""
+"""The trtsweep_events callback driven as Ansible drives it (plan result, an unreachable host, the run's stats) and
+the host's collector driven by its lanes' journal lines, over a real run's results (tests/data/report_results): the
+report written when no report play ran, and the stage a lost point is reported in."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from trtsweep.fleet import status
+from trtsweep.fleet.collect import Collector
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DATA = ROOT / "tests" / "data" / "report_results" / "smollm2-cpu-demo"
@@ -56,46 +57,44 @@ def run(tmp_path: Path) -> tuple[Any, Path, Display]:
     display = Display()
     callback._display = display
     callback.v2_runner_on_ok(SimpleNamespace(_task=SimpleNamespace(action="trtsweep_plan"), _result=plan))
+    (results / "plan-for-test.json").write_text(json.dumps(plan))
     return callback, results, display
 
 
-def start(callback: Any, task: str) -> None:
-    callback.v2_runner_on_start(SimpleNamespace(name=LANE), SimpleNamespace(get_name=lambda: task))
+def journal(results: Path, *lines: dict[str, Any]) -> None:
+    """The host's collector takes these journal lines of the lane (no point ends here: nothing to fetch)."""
+    plan = json.loads((results / "plan-for-test.json").read_text())
+    Collector(results, plan, "localhost").take({LANE: list(lines)}, fetch=lambda remote, local: None)
 
 
-def test_with_every_lane_gone_the_callback_writes_the_report(run):
-    callback, results, display = run
-    start(callback, f"Point | stage benchmark | {FP32}")
-    callback.v2_runner_on_unreachable(SimpleNamespace(_host=SimpleNamespace(get_name=lambda: LANE),
+def unreachable(callback: Any) -> None:
+    callback.v2_runner_on_unreachable(SimpleNamespace(_host=SimpleNamespace(get_name=lambda: "localhost"),
                                                       _result={"msg": "ssh: connection refused"}))  # fmt: skip
+
+
+def test_with_every_host_gone_the_callback_writes_the_report(run):
+    callback, results, display = run
+    unreachable(callback)
     callback.v2_playbook_on_stats(None)
     assert all((results / name).is_file() for name in ("report.html", "report.md", "results.csv", "report.csv"))
     (warning,) = display.warnings
     assert warning.startswith("the report play did not run; report written by trtsweep_events:\n")
     assert f"{INT8}: lost on localhost" in warning
+    events = json.loads((results / "events.json").read_text())
+    assert events["lanes"][LANE]["unreachable"] is True  # the host's lanes are shown unreachable
 
 
 def test_a_point_lost_early_is_lost_at_its_own_stage_and_a_point_never_started_at_none(run):
     callback, results, display = run
-    start(callback, f"Point | stage benchmark | {FP32}")
-    start(callback, f"Point | benchmark | {FP32}")
-    start(callback, f"Point | set point paths | {INT8}")  # the next point: its first task
-    status.begin(results, point(INT8), RUN_ID, "2026-11-24T00:27:00+00:00")
-    start(callback, f"Point | record the point as running (controller) | {INT8}")
-    lane = json.loads((results / "events.json").read_text())["lanes"][LANE]
-    assert (lane["point"], lane["stage"]) == (INT8, "preflight")
-    callback.v2_runner_on_unreachable(SimpleNamespace(_host=SimpleNamespace(get_name=lambda: LANE),
-                                                      _result={"msg": "ssh: connection refused"}))  # fmt: skip
+    journal(results, {"event": "start", "point": INT8, "t": 1.0}, {"event": "stage", "point": INT8,
+                                                                   "stage": "download", "t": 2.0})  # fmt: skip
+    unreachable(callback)
     callback.v2_playbook_on_stats(None)
     lost = status.read(results, INT8)
-    assert lost is not None and (lost["status"], lost["stage"]) == ("lost", "preflight")
-    assert lost["cause"] == "host localhost unreachable: ssh: connection refused (during stage preflight)"
+    assert lost is not None and (lost["status"], lost["stage"]) == ("lost", "download")
+    assert lost["cause"] == "host localhost unreachable: ssh: connection refused (during stage download)"
     never = status.read(results, NEVER)
     assert never is not None and (never["status"], never["stage"]) == ("lost", None)
     assert never["cause"] == "host localhost unreachable: ssh: connection refused (before the point started)"
     assert status.read(results, FP32)["status"] == "ok"  # type: ignore[index]
     assert not any("could not write" in w for w in display.warnings)
-
-
-def test_the_callbacks_first_stage_is_the_point_records_first():
-    assert status.STAGES[0] == load_callback().FIRST_STAGE

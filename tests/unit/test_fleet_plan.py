@@ -119,12 +119,3 @@ def test_a_record_of_another_run_is_never_completed(tmp_path):
     status.begin(tmp_path / "s", point, plan["run_id"], runplan.now())
     with pytest.raises(TrtsweepError, match="refusing to mix runs"):
         status.finish(tmp_path / "s", point["id"], "another-run", status="ok", stage="benchmark")
-
-
-def test_lane_hosts_take_connection_and_trtsweep_settings_only():
-    lane = {"name": "a--lane1", "host": "a"}
-    args = runplan.lane_host(lane, {"ansible_host": "10.0.0.1", "ansible_user": "u", "trtsweep_cache_dir": "/c",
-                                  "trtsweep_sweep": {}, "unrelated": 1}, ["gpu", "trtsweep_hosts", "all"])  # fmt: skip
-    assert args["name"] == "a--lane1" and args["groups"] == ["gpu", "trtsweep_lanes"]
-    assert args["ansible_host"] == "10.0.0.1" and args["trtsweep_cache_dir"] == "/c"
-    assert "trtsweep_sweep" not in args and "unrelated" not in args

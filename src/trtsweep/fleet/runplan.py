@@ -24,25 +24,6 @@ from trtsweep.sweep import promptcheck
 from trtsweep.sweep.planning import default_base_dir, expand
 
 PLAN_FILE = "plan.json"
-# host inventory variables a lane (one inventory host per lane, see sweep.yml) takes from its host
-LANE_VAR_PREFIXES = ("trtsweep_", "hf_download_", "quantize_", "trtllm_build_", "triton_repo_", "triton_serve_",
-                     "llm_perf_")  # fmt: skip
-LANE_CONNECTION_VARS = (
-    "ansible_host", "ansible_port", "ansible_user", "ansible_connection", "ansible_password",
-    "ansible_ssh_private_key_file", "ansible_private_key_file", "ansible_ssh_common_args", "ansible_ssh_extra_args",
-    "ansible_ssh_args", "ansible_ssh_pipelining", "ansible_become", "ansible_become_user", "ansible_become_method",
-    "ansible_become_password", "ansible_python_interpreter",
-)  # fmt: skip
-NOT_COPIED = (
-    "trtsweep_sweep",
-    "trtsweep_sweep_templates",
-    "trtsweep_loaded",
-    "trtsweep_prepare_sweep",
-    "trtsweep_plan",
-    "trtsweep_lane",
-    "trtsweep_run_id",
-    "trtsweep_run_lease_file",  # a group variable of every lane, made of the lane's own trtsweep_run_id
-)
 
 
 now = status.now  # a record's time stamps
@@ -104,22 +85,6 @@ def make_plan(
             status.finish(results_dir, point["id"], plan["run_id"], status="failed", stage="preflight",
                           cause=entry["cause"], finished_at=now())  # fmt: skip
     return plan
-
-
-def lane_host(lane: dict[str, Any], host_vars: dict[str, Any], groups: list[str]) -> dict[str, Any]:
-    """add_host arguments for one lane: the host's connection and trtsweep settings, the lane's groups."""
-    # names first: reading a value renders it, and the sweep's own variable must never be rendered
-    names = [
-        k for k in host_vars if (k in LANE_CONNECTION_VARS or k.startswith(LANE_VAR_PREFIXES)) and k not in NOT_COPIED
-    ]
-    copied = {k: host_vars[k] for k in names}
-    copied.setdefault("ansible_host", host_vars.get("ansible_host", lane["host"]))
-    return {
-        **copied,
-        "name": lane["name"],
-        "groups": sorted({*groups, "trtsweep_lanes"} - {"all", "ungrouped", "trtsweep_hosts"}),
-        "trtsweep_lane": lane,
-    }
 
 
 def plan_text(plan: dict[str, Any]) -> str:

@@ -271,12 +271,11 @@ def outcome(
     planned: list[dict[str, Any]],
     run_id: str,
     lost_reasons: dict[str, str],
-    last_stages: dict[str, str] | None = None,
 ) -> list[dict]:
-    """Final status of every point planned in this run; a point this run started but never finished is lost.
+    """Final status of every point planned in this run; a point this run started but never finished is lost, at
+    the stage its record names (the host's collector writes each stage a point enters into its record).
 
-    `lost_reasons`: host -> why it went away, `last_stages`: point -> the stage it was last seen in (both from
-    the run's events), used for the lost points' cause.
+    `lost_reasons`: host -> why it went away (`lost_reasons()`), used for the lost points' cause.
     """
     records = []
     for point in planned:
@@ -286,7 +285,7 @@ def outcome(
             continue
         started = record is not None and record.get("run_id") == run_id
         reason = lost_reasons.get(point["host"]) or f"host {point['host']} stopped running the sweep"
-        stage = (last_stages or {}).get(point["id"]) or record.get("stage") if started and record else None
+        stage = record.get("stage") if started and record else None
         cause = f"{reason} (during stage {stage})" if stage else f"{reason} (before the point started)"
         lost = {
             **(record if started and record else {}),
@@ -330,18 +329,8 @@ def lost_reasons(results_dir: Path, run_id: str) -> dict[str, str]:
     return reasons
 
 
-def last_stages(results_dir: Path, run_id: str) -> dict[str, str]:
-    """Point -> the stage its lane was in when the run's events last saw it (the controller's record only knows
-    the stage a point started with until it ends). Only the point a lane was running has one: the callback starts
-    each point at the first stage, so no point carries the stage its lane's previous point reached."""
-    lanes = run_events(results_dir, run_id).get("lanes", {})
-    return {lane["point"]: lane["stage"] for lane in lanes.values() if lane.get("point") and lane.get("stage")}
-
-
 def close_run(results_dir: Path, plan: dict[str, Any]) -> list[dict]:
     """The run's end on the controller: every point it planned gets its final record (`outcome`), the lost ones
-    with the reason and stage the run's events recorded. Called before the report, which only reads records."""
+    with the reason the run recorded. Called before the report, which only reads records."""
     run_id = plan["run_id"]
-    return outcome(
-        results_dir, plan["points"], run_id, lost_reasons(results_dir, run_id), last_stages(results_dir, run_id)
-    )
+    return outcome(results_dir, plan["points"], run_id, lost_reasons(results_dir, run_id))

@@ -6,8 +6,9 @@
 The runner writes its pid to the journal folder (`journal.RUNNER_FILE`), so the controller can tell a runner that
 died from one that is busy. The run's lease (renewed by the controller's heartbeat for this host) is its tie to the
 controller: when the lease is older than its TTL or gone (the run ended, was interrupted, or the link is cut), the
-runner stops its lanes (TERM: each stops its server and its benchmark) and exits; a point it never started is left
-to the controller, which records it lost. A lane dies with the runner (parent-death signal).
+servers' supervisors stop the servers, a lane starts no further point, and the runner stops its lanes soon after
+(TERM: each stops its server and its benchmark) and exits; a point it never started is left to the controller, which
+records it lost. A lane dies with the runner (parent-death signal).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from trtsweep.lane.spec import HostSpec
 
 POLL_S = 0.5
 STOP_GRACE_S = 40.0  # a lane stopping its server (15 s TERM grace) and its benchmark
+# the servers' supervisors stop them when the lease lapses (their record says "lease expired"); the runner ends
+# its lanes this much later, a backstop for a lane that is not serving (a build, a download)
+LANE_MARGIN_S = 10.0
 
 
 def lease_lapsed(lease: Path, ttl_s: float, since: float) -> str | None:
@@ -108,7 +112,7 @@ def run_host(spec_file: Path) -> int:
     children = [_start_lane(spec_file, lane["name"], me) for lane in spec.lanes]
     try:
         while any(child.poll() is None for child in children):
-            why = lease_lapsed(spec.lease_file, ttl, since)
+            why = lease_lapsed(spec.lease_file, ttl + LANE_MARGIN_S, since)
             if why:
                 print(f"{why}: stopping the lanes", flush=True)
                 break

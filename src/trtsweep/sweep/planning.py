@@ -1,6 +1,6 @@
 """Sweep planning: one YAML sweep definition -> a list of points, each one dict of resolved settings.
 
-Every role reads a point (through the variables `playbooks/tasks/run_point.yml` maps from it), and every
+Every stage reads a point (through the mapping of `trtsweep.lane.point.PointRun`), and every
 result is stored per point, so fleets, resume and reports can build on the same data.
 
 Sweep definition (``trtsweep_sweep``)::
