@@ -62,7 +62,9 @@ class ActionModule(ActionBase):
 
     def _start(self, spec: dict, inputs: dict[str, str], python: str) -> None:
         folder = spec["journal_dir"]
-        self._remote(["mkdir", "-p", "-m", "0700", f"{folder}/inputs"], "making the run's folder on the host")
+        # the folder is the owner's alone: the host spec holds the host's settings (a hub token among them)
+        quoted = shlex.quote(folder)
+        self._remote(["sh", "-c", f"mkdir -p {quoted}/inputs && chmod 0700 {quoted}"], "making the run's folder")
         for number, (name, local) in enumerate(sorted(inputs.items())):
             remote = f"{folder}/inputs/{number}-{Path(local).name}"
             self._connection.put_file(local, remote)
@@ -114,7 +116,7 @@ class ActionModule(ActionBase):
                 collector.fail_unstarted(str(exc))
                 return {**result, "failed": True, "msg": f"{host}: {exc}"}
             return {**result, "changed": True, "lanes": [lane["name"] for lane in lanes]}
-        unreachable_after = float(args.get("unreachable_after_s", 60))
+        unreachable_after = float(args.get("unreachable_after_s", 30))
         offsets: dict = {}
         failing_since = None
         while not collector.done():

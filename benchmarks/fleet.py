@@ -6,7 +6,7 @@ network namespaces with their own sshd on this machine) and measures:
 1. Orchestration overhead per point (target < 10 s): everything a point spends that is neither model load nor
    benchmark. Per point, from the files fetched into results/<sweep>/<point>/:
      wall W  = sum of status.json `stages` (preflight .. benchmark: from the point's first task to its outcome
-               record; the stages are the gaps between the playbook's stage marks, so they add up exactly);
+               record; the stages are the gaps between the lane's stage marks, so they add up exactly);
      load R  = triton_server.log: first log line -> last "Started GRPCInferenceService / HTTPService / Metrics
                Service" line (the server's own start-to-ready time; process exec -> first log line is not in it);
      bench B = llm_perf.json: first request sent -> last response received, over all levels, warm-up included
@@ -374,25 +374,14 @@ def benchmark_s(profile: Path) -> float | None:
 
 
 def task_times(path: Path) -> dict[str, Any]:
-    """Seconds per play, per task name summed over the lanes' point tasks, and the lanes' gaps between tasks."""
+    """Seconds per play."""
     try:
         events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     except (OSError, json.JSONDecodeError):
         return {}
     marks = [(e["t"], e["name"]) for e in events if e["ev"] == "play"]
     marks += [(e["t"], None) for e in events if e["ev"] == "end"]
-    plays = {name: nxt - t for (t, name), (nxt, _) in itertools.pairwise(marks) if name}
-    tasks: dict[str, float] = {}
-    lanes: dict[str, list[tuple[float, float]]] = {}
-    for e in events:
-        if e["ev"] != "task" or e["t0"] is None or "--lane" not in e["host"]:
-            continue
-        name = " | ".join(e["task"].split(" | ")[:2])  # "Point | <what> | <point id>" -> per what
-        tasks[name] = tasks.get(name, 0.0) + e["t1"] - e["t0"]
-        lanes.setdefault(e["host"], []).append((e["t0"], e["t1"]))
-    gaps = sum(max(t1 for _, t1 in spans) - min(t0 for t0, _ in spans) - sum(t1 - t0 for t0, t1 in spans)
-               for spans in lanes.values())  # fmt: skip
-    return {"plays": plays, "tasks": tasks, "gaps": gaps}
+    return {"plays": {name: nxt - t for (t, name), (nxt, _) in itertools.pairwise(marks) if name}}
 
 
 def play_s(run: dict[str, Any], prefix: str) -> float | str:
@@ -452,7 +441,7 @@ def scaling_rows(kind: str, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "server": kind, "hosts": n, "points": total,
             "points/host": "/".join(str(per_host.get(h, 0)) for h in sorted(per_host)) or "-",
             "wall_s": run["wall"], "repeats_s": "/".join(f"{g['wall']:.0f}" for g in group),
-            "prepare_s": play_s(run, "Prepare"), "points_s": play_s(run, "Run the points"),
+            "prepare_s": play_s(run, "Prepare"), "points_s": play_s(run, "Run the lanes"),
             "efficiency": t1 / (n * run["wall"]), "placement_bound": bound,
             "overhead_p50_s": statistics.median(overheads) if overheads else "-",
             "cpu_busy": f"{run['cpu_busy']:.0%}", "ok": "yes" if all(g["rc"] == 0 for g in group) else "no",
@@ -579,7 +568,7 @@ def main() -> None:
 def size_case(args: argparse.Namespace) -> None:
     """The fleet at the size it exists for: `size_hosts` x `size_gpus` lanes, one point each (2 precisions x
     hosts x gpus / 2 batch sizes), against one point on one lane (T1). efficiency = T1 x points / (lanes x T);
-    T = the lanes play (Run the points) of each run; controller CPU = the ansible-playbook tree's CPU seconds
+    T = the lanes play (Run the lanes) of each run; controller CPU = the ansible-playbook tree's CPU seconds
     (rusage of everything it waited for) plus the heartbeats'."""
     wheelhouse = ensure_wheelhouse(args.wheelhouse.resolve())
     demo_cache = ensure_demo_model()
@@ -630,7 +619,7 @@ def size_report(args: argparse.Namespace, runs: dict[str, dict[str, Any]], failu
         ok = sum(1 for r in records if r.get("status") == "ok")
         lanes = len(run["plan"].get("lanes", []))
         npoints = len(run["plan"].get("points", []))
-        points_s = play_s(run, "Run the points")
+        points_s = play_s(run, "Run the lanes")
         overheads = [r["overhead_s"] for r in run["rows"] if isinstance(r["overhead_s"], float)]
         if label == "one lane" and isinstance(points_s, float):
             t1 = points_s
@@ -651,23 +640,15 @@ def size_report(args: argparse.Namespace, runs: dict[str, dict[str, Any]], failu
         print(f"problem: {failure}")
 
 
-def where_time_goes(runs: list[dict[str, Any]], top: int = 14) -> list[dict[str, Any]]:
-    """Mean seconds per point of the lanes' tasks (Point | <what>, role tasks), over `runs`."""
-    points = sum(len(run["plan"].get("points", [])) for run in runs)
-    totals: dict[str, float] = {}
-    for run in runs:
-        for name, seconds in run.get("times", {}).get("tasks", {}).items():
-            totals[name] = totals.get(name, 0.0) + seconds
-    if not points or not totals:
+def where_time_goes(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean seconds per point of each stage (on its host, from the status records), with the server's load R and
+    the benchmark window B taken out of the serve and benchmark stages."""
+    rows = [r for run in runs for r in run["rows"] if isinstance(r["overhead_s"], float)]
+    if not rows:
         return []
-    ranked = sorted(totals.items(), key=lambda kv: -kv[1])
-    rows = [{"task": name, "s_per_point": seconds / points} for name, seconds in ranked[:top]]
-    rows.append({"task": f"the other {max(0, len(ranked) - top)} tasks", "s_per_point":
-                 sum(seconds for _, seconds in ranked[top:]) / points})  # fmt: skip
-    gaps = sum(run.get("times", {}).get("gaps", 0.0) for run in runs)
-    rows.append({"task": "between tasks (strategy, includes, templating)", "s_per_point": gaps / points})
-    rows.append({"task": "sum = lane time per point", "s_per_point": (sum(totals.values()) + gaps) / points})
-    return rows
+    parts = {"pre (preflight .. repository)": "pre_s", "serve stage less load R": "serve-load",
+             "benchmark stage less window B": "stage-bench", "overhead O": "overhead_s"}  # fmt: skip
+    return [{"part": name, "s_per_point": statistics.mean(r[key] for r in rows)} for name, key in parts.items()]
 
 
 def report(args: argparse.Namespace, standin_runs: list[dict[str, Any]], reruns: dict[str, dict[str, Any]],
@@ -691,7 +672,7 @@ def report(args: argparse.Namespace, standin_runs: list[dict[str, Any]], reruns:
     for kind, runs in (("stand-in", [*standin_runs, *forced]), ("real", real_runs)):
         breakdown = where_time_goes(runs)
         if breakdown:
-            print(f"\n   where a point's time goes ({kind} runs above; task seconds summed per name, per point)")
+            print(f"\n   where a point's time goes ({kind} runs above; seconds per point)")
             print(format_rows(breakdown))
     summary = []
     for kind, runs in (("standin", [*standin_runs, *forced]), ("real", real_runs)):

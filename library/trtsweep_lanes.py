@@ -36,7 +36,10 @@ options:
   input_base: {type: path, required: true, description: "Where the points' relative input_data paths are."}
   slo: {type: dict, description: "The sweep's slo mapping, for the report's refreshes."}
   report_refresh_s: {type: float, default: 30, description: "Seconds between refreshes of the report."}
-  unreachable_after_s: {type: float, default: 60, description: "How long a host may not answer before it is lost."}
+  unreachable_after_s:
+    type: float
+    default: 30
+    description: "How long a host may not answer (each call bounded by ssh keep-alives) before it is lost."
 attributes:
   check_mode: {support: partial, details: "Nothing is sent or started; the lanes are returned."}
 """

@@ -32,6 +32,7 @@ import yaml
 from tests.conftest import ROOT
 from tests.fleet.testbed import TestBed, ansible_bin, ansible_env
 from trtsweep.common.procs import start_ticks
+from trtsweep.fleet import progress
 from trtsweep.fleet.release import wheel_build_id
 from trtsweep.hub.demo_model import DemoModel
 from trtsweep.serve.spec import ServerState
@@ -129,10 +130,7 @@ def wait_for_stage(events: Path, lane: str, point: str, stages: tuple[str, ...],
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the sweep ended before the point to cut was running"
-        try:
-            data = json.loads(events.read_text())
-        except (OSError, json.JSONDecodeError):
-            data = {}
+        data = progress.load(events)  # the run's events with the hosts' collectors' view (lane, point, stage)
         state = data.get("lanes", {}).get(lane, {})
         if state.get("point") == point and state.get("stage") in stages:
             return state
