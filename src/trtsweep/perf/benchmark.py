@@ -26,10 +26,11 @@ from trtsweep.perf.levels import BenchmarkConfig, LevelReport
 from trtsweep.perf.metrics import LevelStats, TokenCount, request_metrics
 from trtsweep.perf.protocols import Protocol, make_protocol
 from trtsweep.perf.protocols.base import PreparedRequest, RequestResult
-from trtsweep.perf.runner import ClientHealth, Level, describe, run_level
+from trtsweep.perf.runner import ClientHealth, Level, describe, request_order, run_level
 from trtsweep.perf.search import EarlyStop, Search
 from trtsweep.perf.spool import RequestLog, Spool
 from trtsweep.perf.workers import Outcome, Pool, cores, level_workers, outcome
+from trtsweep.perf.workloads import load_trace, trace_order, trace_records, with_shared_prefix
 
 DEFAULT_MAX_TOKENS = 128
 SCORE_BATCH = 8192  # requests read back from the spool and scored together (in parallel when many)
@@ -111,8 +112,44 @@ def prepare(records: list[Record], config: BenchmarkConfig, tokenizer: Tokenizer
             budget = max(1, tokenizer.count(record.reference))
         else:
             budget = DEFAULT_MAX_TOKENS
-        requests.append(PreparedRequest(record.index, prompt, budget, record.as_messages()))
+        requests.append(PreparedRequest(record.index, prompt, budget, record.as_messages(), record.prefix_tokens))
     return requests
+
+
+def load_records(config: BenchmarkConfig, tokenizer: Tokenizer | None) -> tuple[list[Record], list[float] | None]:
+    """The data set's records, with their shared prefixes; a trace's also its rows' times (None otherwise)."""
+    if config.trace is not None:
+        if tokenizer is None:
+            raise TrtsweepError("--trace makes prompts of the trace's token lengths: give --tokenizer-path")
+        rows = load_trace(config.trace)
+        return trace_records(rows, tokenizer.hf, config.trace.block_size, config.seed), [r.time_s for r in rows]
+    if config.input_data is not None:
+        records = load_jsonl(config.input_data)
+    elif config.synthetic is not None and tokenizer is not None:
+        records = synthetic(tokenizer.hf, *config.synthetic, seed=config.seed)
+    else:
+        raise TrtsweepError("give --input-data, or synthetic prompts (--synthetic-input-tokens) with --tokenizer-path")
+    if config.shared_prefix is not None:
+        if tokenizer is None:
+            raise TrtsweepError("--shared-prefix-tokens counts the model's tokens: give --tokenizer-path")
+        records = with_shared_prefix(records, tokenizer.hf, *config.shared_prefix, seed=config.seed)
+    return records, None
+
+
+class PrefixShare:
+    """A level's shared-prefix tokens over its input tokens (successful measured requests with a known input
+    count): how much of what was sent a prefix cache could have held."""
+
+    def __init__(self) -> None:
+        self.prefix = self.input = 0
+
+    def add(self, result: RequestResult, prefix_tokens: int, input_tokens: int | None) -> None:
+        if result.ok and not result.warmup and input_tokens:
+            self.prefix += prefix_tokens
+            self.input += input_tokens
+
+    def summary(self) -> dict[str, Any]:
+        return {"prefix_tokens_total": self.prefix, "prefix_share": self.prefix / self.input if self.input else None}
 
 
 def run(
@@ -127,17 +164,15 @@ def run(
     if config.search is not None and search is None:
         search = Search(config.search)
     tokenizer = Tokenizer(config.tokenizer_path) if config.tokenizer_path else None
-    if config.input_data is not None:
-        records = load_jsonl(config.input_data)
-    elif config.synthetic is not None and tokenizer is not None:
-        records = synthetic(tokenizer.hf, *config.synthetic, seed=config.seed)
-    else:
-        raise TrtsweepError("give --input-data, or synthetic prompts (--synthetic-input-tokens) with --tokenizer-path")
+    records, times = load_records(config, tokenizer)
     requests = prepare(records, config, tokenizer)
+    # a trace is replayed in its own order (from its first row after the warm-up); other data sets shuffled
+    order = trace_order(len(requests), config.warmup_requests) if times else request_order(len(requests), config.seed)
+    prefixed = config.shared_prefix is not None or config.trace is not None
     count: TokenCount | None = tokenizer.count if tokenizer else None
     scorer = Scoring(config.scorer)
     per_level = len(requests) if config.num_requests is None else config.num_requests
-    levels = iter(config.levels(per_level))
+    levels = iter(config.levels(per_level, times))
     reports: list[LevelReport] = []
     started = time.time()
     work = ExitStack()
@@ -168,6 +203,7 @@ def run(
         and the request log; a search level (`early`: its early stop) becomes the search's next step; then the
         exports."""
         stats = LevelStats(config.slo)
+        share = PrefixShare()
         if not origin and report.spool.first_sent:
             origin.append(report.spool.first_sent)
         report.log, report.index = log, len(log.ranges)
@@ -181,10 +217,13 @@ def run(
                 request, record = requests[r.record_index], records[r.record_index]
                 m = request_metrics(r, request.prompt, record.reference, count, scored=scored.get(i))
                 stats.add(r, m)
+                share.add(r, request.prefix_tokens, m.input_tokens)
                 log.write(export.request_row(report.index, r, m, request.max_tokens, origin[0] if origin else 0))
         log.end()
         report.spool.remove()
         report.summary = stats.summary()
+        if prefixed:
+            report.summary.update(share.summary())
         if client is not None:
             report.summary["client"] = client
         if server is not None:
@@ -218,7 +257,7 @@ def run(
         protocol = make_protocol(config.protocol, config.endpoint)
         await protocol.start()
         session = aiohttp.ClientSession() if config.server_metrics_url else None
-        pool = Pool(config.protocol, config.endpoint, requests, config.seed)
+        pool = Pool(config.protocol, config.endpoint, requests, order)
         try:
             while (level := next_level()) is not None:
                 report = LevelReport(level, Spool(files["spool"]))
@@ -236,7 +275,8 @@ def run(
                 workers = level_workers(level, config.workers, cores())
                 async with ClientHealth() as health:
                     if workers == 1:
-                        await run_level(protocol, requests, level, config.seed, partial(record, report, early), stop)
+                        await run_level(protocol, requests, level, config.seed, partial(record, report, early), stop,
+                                        order)  # fmt: skip
                     else:
                         await pool.run_level(level, workers, report.spool, partial(tally, report, early), stop, health,
                                              config.seed)  # fmt: skip

@@ -15,6 +15,7 @@ from trtsweep.perf import export
 from trtsweep.perf.benchmark import BenchmarkConfig, LevelReport, run
 from trtsweep.perf.protocols import Endpoint
 from trtsweep.perf.search import VARIABLES, Search, SearchSpec, check_slo
+from trtsweep.perf.workloads import DEFAULT_BLOCK_SIZE, FORMATS, TraceSpec
 
 
 def int_list(text: str) -> list[int]:
@@ -211,6 +212,26 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--synthetic-output-tokens", type=mean_std, default=(128.0, 0.0), help="output tokens MEAN[,STD]")
     p.add_argument("--num-prompts", type=int, default=100, help="synthetic prompts to generate")
     p.add_argument(
+        "--shared-prefix-count", type=count(1), metavar="N",
+        help="N prefixes shared by the requests (record i gets prefix i mod N before its own text; chat records as "
+        "their system message); needs --shared-prefix-tokens and --tokenizer-path",
+    )  # fmt: skip
+    p.add_argument("--shared-prefix-tokens", type=count(1), metavar="T",
+                   help="tokens of each shared prefix, with the model's tokenizer")  # fmt: skip
+    p.add_argument(
+        "--trace", type=Path, metavar="FILE",
+        help="replay a trace instead of levels: Mooncake JSON lines {timestamp (ms), input_length, output_length, "
+        "hash_ids} or an Azure LLM inference CSV (TIMESTAMP, ContextTokens, GeneratedTokens); needs --tokenizer-path",
+    )  # fmt: skip
+    p.add_argument("--trace-format", choices=FORMATS, default="auto",
+                   help="--trace: auto (.csv: azure, else mooncake), mooncake or azure")  # fmt: skip
+    p.add_argument(
+        "--replay-speed", type=float_list, metavar="X[,Y...]",
+        help="--trace: time scale, a level each (2: twice as fast, 0.5: half; default 1, the trace's own times)",
+    )  # fmt: skip
+    p.add_argument("--trace-block-size", type=count(1), metavar="TOKENS",
+                   help=f"--trace mooncake: tokens per hash id (default {DEFAULT_BLOCK_SIZE})")  # fmt: skip
+    p.add_argument(
         "--ignore-eos",
         action="store_true",
         help="generate the full budget: end_id out of vocabulary (Triton), ignore_eos (OpenAI servers)",
@@ -279,6 +300,28 @@ def search_from_args(args: argparse.Namespace) -> SearchSpec | None:
     return SearchSpec(**spec)
 
 
+def shared_prefix_from_args(args: argparse.Namespace) -> tuple[int, int] | None:
+    """(count, tokens) of --shared-prefix-count / --shared-prefix-tokens, given together (None without)."""
+    given = (args.shared_prefix_count, args.shared_prefix_tokens)
+    if given == (None, None):
+        return None
+    if None in given:
+        raise TrtsweepError("--shared-prefix-count and --shared-prefix-tokens go together")
+    return args.shared_prefix_count, args.shared_prefix_tokens
+
+
+def trace_from_args(args: argparse.Namespace) -> TraceSpec | None:
+    """--trace and its options (TrtsweepError for a trace option without --trace)."""
+    options = {"--trace-format": args.trace_format != "auto", "--replay-speed": args.replay_speed is not None,
+               "--trace-block-size": args.trace_block_size is not None}  # fmt: skip
+    if args.trace is None:
+        if any(options.values()):
+            raise TrtsweepError(f"{', '.join(f for f, given in options.items() if given)}: only with --trace")
+        return None
+    return TraceSpec(args.trace, args.trace_format, args.trace_block_size or DEFAULT_BLOCK_SIZE,
+                     tuple(args.replay_speed or (1.0,)))  # fmt: skip
+
+
 def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
     extra = {**args.extra_inputs, **args.extra_inputs_json}
     if args.ignore_eos:
@@ -297,7 +340,7 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
         endpoint=endpoint,
         protocol=args.protocol,
         input_data=args.input_data,
-        concurrency=args.concurrency or ([] if args.request_rate or args.search else [1]),
+        concurrency=args.concurrency or ([] if args.request_rate or args.search or args.trace else [1]),
         request_rate=args.request_rate or [],
         arrival=args.arrival,
         burstiness=args.burstiness,
@@ -316,6 +359,8 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
         expect_server_id=args.expect_server_id,
         search=search_from_args(args),
         workers=args.workers,
+        shared_prefix=shared_prefix_from_args(args),
+        trace=trace_from_args(args),
         synthetic=(args.num_prompts, args.synthetic_input_tokens, args.synthetic_output_tokens)
         if args.synthetic_input_tokens
         else None,

@@ -28,6 +28,7 @@ class Record:
     max_tokens: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     lineno: int = 0  # line of the input file (0: synthetic)
+    prefix_tokens: int = 0  # tokens of a prefix shared with other records (trtsweep.perf.workloads)
 
     def as_messages(self) -> list[dict[str, str]]:
         if self.messages is not None:

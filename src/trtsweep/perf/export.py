@@ -61,6 +61,7 @@ def level_info(level: Level) -> dict[str, Any]:
         "warmup_requests": level.warmup_requests, "duration_s": level.duration_s,
         **({"arrival": level.arrival, "burstiness": level.burstiness, "max_concurrency": level.max_concurrency}
            if level.request_rate else {}),
+        **({"replay_speed": level.replay_speed} if level.replay_speed is not None else {}),
     }  # fmt: skip
 
 

@@ -10,9 +10,10 @@ from typing import Any
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.protocols import Endpoint
-from trtsweep.perf.runner import Level
+from trtsweep.perf.runner import TRACE, Level
 from trtsweep.perf.search import SearchSpec
 from trtsweep.perf.spool import RequestLog, Spool
+from trtsweep.perf.workloads import TraceSpec
 
 
 @dataclass
@@ -43,10 +44,17 @@ class BenchmarkConfig:
     search: SearchSpec | None = None
     # worker processes per level (--workers; trtsweep.perf.workers): None chooses by the load, 1 is this process
     workers: int | None = None
+    # --shared-prefix-count / --shared-prefix-tokens: (prefixes, tokens each) before every record's own text
+    shared_prefix: tuple[int, int] | None = None
+    # --trace: replay a trace's requests at its own times, a level per replay speed (trtsweep.perf.workloads)
+    trace: TraceSpec | None = None
 
-    def levels(self, per_level: int) -> list[Level]:
+    def levels(self, per_level: int, times: list[float] | None = None) -> list[Level]:
         """The load levels in order: every concurrency, then every request rate ([] for a search, whose levels
-        come one at a time from `level`)."""
+        come one at a time from `level`); a trace replay's: one per speed, of the trace's `times` (its first
+        `per_level` rows)."""
+        if self.trace is not None:
+            return self._replays(per_level, times or [0.0])
         if self.search is not None and (self.concurrency or self.request_rate):
             raise TrtsweepError("--search chooses the levels itself: give no --concurrency or --request-rate list")
         if self.search is None and bool(self.concurrency) == bool(self.request_rate):
@@ -63,6 +71,28 @@ class BenchmarkConfig:
             return [self.level("concurrency", c, per_level) for c in self.concurrency]
         return [self.level("request_rate", r, per_level) for r in self.request_rate]
 
+    def _replays(self, per_level: int, times: list[float]) -> list[Level]:
+        assert self.trace is not None
+        if self.search is not None or self.concurrency or self.request_rate:
+            raise TrtsweepError("--trace replays the trace's times: give no --concurrency, --request-rate or --search")
+        if self.input_data is not None or self.synthetic is not None:
+            raise TrtsweepError("--trace makes its own prompts: give no --input-data or --synthetic-input-tokens")
+        if self.shared_prefix is not None:
+            raise TrtsweepError("--shared-prefix-*: not with --trace (a Mooncake trace's hash ids are its prefixes)")
+        if self.warmup_requests < 0 or (self.num_requests is not None and self.num_requests < 1):
+            raise TrtsweepError("--num-requests must be >= 1 and --warmup-requests >= 0")
+        if any(speed <= 0 for speed in self.trace.speeds):
+            raise TrtsweepError(f"--replay-speed must be > 0, got {list(self.trace.speeds)}")
+        count = min(per_level, len(times))
+        out = []
+        for speed in self.trace.speeds:
+            offsets = tuple(t / speed for t in times[:count])
+            rate = (count - 1) / offsets[-1] if count > 1 and offsets[-1] > 0 else 1.0  # the mean, for labels
+            out.append(Level(num_requests=count, request_rate=rate, arrival=TRACE, replay_speed=speed, offsets=offsets,
+                             warmup_requests=self.warmup_requests, duration_s=self.duration_s,
+                             max_concurrency=self.max_concurrency))  # fmt: skip
+        return out
+
     def level(self, variable: str, value: float, per_level: int) -> Level:
         """The level of concurrency `value` or request rate `value` (`variable`), with this run's other options."""
         common = {"num_requests": per_level, "warmup_requests": self.warmup_requests, "duration_s": self.duration_s}
@@ -75,6 +105,8 @@ class BenchmarkConfig:
         out = asdict(self)
         out["input_data"] = str(self.input_data) if self.input_data else None
         out["export_file"] = str(self.export_file) if self.export_file else None
+        if self.trace is not None:
+            out["trace"] = {**out["trace"], "path": str(self.trace.path), "format": self.trace.resolved_format()}
         return out
 
 

@@ -23,7 +23,7 @@ import contextlib
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -34,6 +34,7 @@ from trtsweep.perf.protocols.base import PreparedRequest, Protocol, RequestResul
 from trtsweep.perf.stats import summarize
 
 ARRIVALS = ("poisson", "constant", "gamma")
+TRACE = "trace"  # the arrival of a trace replay's level: the trace's own times (`Level.offsets`)
 
 
 @dataclass(frozen=True)
@@ -48,19 +49,27 @@ class Level:
     arrival: str = "poisson"
     burstiness: float = 1.0
     max_concurrency: int | None = None
+    # a trace replay (arrival "trace"): its speed, and each request's due time (s from the phase start, scaled by
+    # the speed); request_rate is then the replay's mean rate
+    replay_speed: float | None = None
+    offsets: tuple[float, ...] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if (self.concurrency is None) == (self.request_rate is None):
             raise TrtsweepError("a load level needs exactly one of concurrency or request rate")
         if self.request_rate is not None and self.request_rate <= 0:
             raise TrtsweepError(f"--request-rate must be > 0, got {self.request_rate}")
-        if self.arrival not in ARRIVALS:
+        if (self.arrival == TRACE) != (self.offsets is not None):
+            raise TrtsweepError("a trace replay level needs its times, and only it has them")
+        if self.arrival not in (*ARRIVALS, TRACE):
             raise TrtsweepError(f"--arrival must be one of {ARRIVALS}, got {self.arrival!r}")
         if self.burstiness <= 0:
             raise TrtsweepError(f"--burstiness must be > 0, got {self.burstiness}")
 
     @property
     def label(self) -> str:
+        if self.replay_speed is not None:
+            return f"trace x{self.replay_speed:g}"
         return f"concurrency {self.concurrency}" if self.concurrency else f"rate {self.request_rate:g}/s"
 
     @property
@@ -70,6 +79,8 @@ class Level:
             return self.num_requests
         if self.request_rate is None:
             return None
+        if self.offsets is not None:  # the rows due within the duration
+            return max(1, sum(offset < self.duration_s for offset in self.offsets))
         return max(1, round(self.request_rate * self.duration_s))
 
 
@@ -82,6 +93,8 @@ def request_order(count: int, seed: int) -> list[int]:
 def arrival_offsets(level: Level, count: int, seed: int) -> list[float]:
     """Seconds from the phase start at which each of `count` requests is due."""
     assert level.request_rate is not None
+    if level.offsets is not None:
+        return list(level.offsets[:count])
     rng = random.Random(seed)
     mean = 1.0 / level.request_rate
     offsets, t = [], 0.0
@@ -311,10 +324,11 @@ class ClientHealth:
 
 async def run_level(
     protocol: Protocol, requests: Sequence[PreparedRequest], level: Level, seed: int,
-    sink: Callable[[RequestResult], None], stop: Callable[[], bool] = lambda: False,
+    sink: Callable[[RequestResult], None], stop: Callable[[], bool] = lambda: False, order: list[int] | None = None,
 ) -> None:  # fmt: skip
-    """Send the level's warm-up, then its measured requests, until they are sent or `stop()` says so."""
-    order = request_order(len(requests), seed)
+    """Send the level's warm-up, then its measured requests, until they are sent or `stop()` says so. Sequence
+    number i sends request `order[i % len(order)]` (default: the requests shuffled with `seed`)."""
+    order = request_order(len(requests), seed) if order is None else order
     async with watching(protocol) as watch:
         warm = Phase(protocol, requests, order, sink, warmup=True, watch=watch)
         measured = Phase(protocol, requests, order, sink, warmup=False, watch=watch, stop=stop)

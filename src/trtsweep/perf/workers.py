@@ -43,7 +43,6 @@ from trtsweep.perf.runner import (
     Phase,
     arrival_offsets,
     describe,
-    request_order,
     warmup_width,
     watching,
 )
@@ -149,16 +148,17 @@ def _claim(counter: Synchronized[int], end: int) -> Callable[[], int | None]:
     return claim
 
 
-def worker_main(conn: Connection, protocol: str, endpoint: Endpoint, requests: Sequence[PreparedRequest], seed: int,
-                counter: Synchronized[int], stopped: Synchronized[int]) -> None:  # fmt: skip
-    """A worker process: connect, then send the phases the parent asks for until its pipe closes."""
+def worker_main(conn: Connection, protocol: str, endpoint: Endpoint, requests: Sequence[PreparedRequest],
+                order: list[int], counter: Synchronized[int], stopped: Synchronized[int]) -> None:  # fmt: skip
+    """A worker process: connect, then send the phases the parent asks for until its pipe closes (sequence number i
+    sends request `order[i % len(order)]`, as in the parent)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(asyncio.CancelledError):
-        asyncio.run(_serve(conn, protocol, endpoint, requests, seed, counter, stopped))
+        asyncio.run(_serve(conn, protocol, endpoint, requests, order, counter, stopped))
 
 
-async def _serve(conn: Connection, name: str, endpoint: Endpoint, requests: Sequence[PreparedRequest], seed: int,
-                 counter: Synchronized[int], stopped: Synchronized[int]) -> None:  # fmt: skip
+async def _serve(conn: Connection, name: str, endpoint: Endpoint, requests: Sequence[PreparedRequest],
+                 order: list[int], counter: Synchronized[int], stopped: Synchronized[int]) -> None:  # fmt: skip
     main = asyncio.current_task()
     assert main is not None
     inbox: asyncio.Queue[Any] = asyncio.Queue()
@@ -170,7 +170,6 @@ async def _serve(conn: Connection, name: str, endpoint: Endpoint, requests: Sequ
         channel.send(("error", describe(exc)))
         return
     channel.send(("ready",))
-    order = request_order(len(requests), seed)
     spool: Spool | None = None
     outbox: list[Outcome] = []
 
@@ -238,8 +237,9 @@ class Pool:
     """Worker processes for the levels that need more than one: started when a level first needs them, kept for
     the levels after it, ended by `close`."""
 
-    def __init__(self, protocol: str, endpoint: Endpoint, requests: Sequence[PreparedRequest], seed: int) -> None:
-        self.protocol, self.endpoint, self.requests, self.seed = protocol, endpoint, requests, seed
+    def __init__(self, protocol: str, endpoint: Endpoint, requests: Sequence[PreparedRequest],
+                 order: list[int]) -> None:  # fmt: skip
+        self.protocol, self.endpoint, self.requests, self.order = protocol, endpoint, requests, order
         self.context = multiprocessing.get_context("spawn")  # no fork of a process with an event loop and gRPC
         self.workers: list[_Worker] = []
         self.on_outcome: Callable[[int, Outcome], None] = lambda index, outcome: None
@@ -251,7 +251,7 @@ class Pool:
         started = []
         for index in range(len(self.workers), count):
             ours, theirs = self.context.Pipe()
-            args = (theirs, self.protocol, self.endpoint, self.requests, self.seed, self.counter, self.stopped)
+            args = (theirs, self.protocol, self.endpoint, self.requests, self.order, self.counter, self.stopped)
             process = self.context.Process(target=worker_main, args=args, name=f"llm-perf-worker-{index}", daemon=True)
             process.start()
             theirs.close()

@@ -70,6 +70,7 @@ class PreparedRequest:
     prompt: str
     max_tokens: int
     messages: list[dict[str, str]] | None = None
+    prefix_tokens: int = 0  # tokens of a prefix it shares with other requests (trtsweep.perf.workloads)
 
 
 @dataclass
