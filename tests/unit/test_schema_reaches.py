@@ -161,6 +161,7 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
         "request_timeout": (123.5, "request_timeout", 123.5),
         "stall_timeout": (0, "stall_timeout", 0.0),  # 0 turns the check off; it must not become the default
         "connect_timeout": (4, "connect_timeout", 4.0),
+        "shared_prefix": ({"count": 3, "tokens": 40}, "shared_prefix_count", 3),  # its tokens: below
     }
     # sweep field -> (overrides of the base sweep, {stage.what: value the lane must give that stage}; see stages())
     top: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -239,7 +240,7 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
         "weights": ({}, {"weights": {"*float32*": 10}}, "b", lanes),
     }
 
-    walked = {"benchmark": {*benchmark, "load"}, "trtllm": set(trtllm), "placement": set(placement)}
+    walked = {"benchmark": {*benchmark, "load", "trace"}, "trtllm": set(trtllm), "placement": set(placement)}
     assert set(planning.BENCHMARK_KEYS) == walked["benchmark"], "walk every benchmark key"
     assert set(planning.TRTLLM_KEYS) == walked["trtllm"], "walk every trtllm key"
     assert set(planning.PLACEMENT_KEYS) == walked["placement"], "walk every placement key"
@@ -282,6 +283,21 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
             "--num-requests": "50"}  # fmt: skip
     assert {flag: flags.get(flag) for flag in want} == want, argv
     assert "--concurrency" not in argv and "--concurrency" in base_argv and "--search" not in base_argv
+
+    # benchmark.shared_prefix: both numbers; benchmark.trace: a replay instead of the concurrency list and prompts file
+    prefixed = llm_perf(planning.expand(trt_sweep(benchmark={"shared_prefix": {"count": 3, "tokens": 40}}))[0], tmp_path)
+    assert (prefixed.shared_prefix_count, prefixed.shared_prefix_tokens) == (3, 40)
+    trace = tmp_path / "tuesday.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 70, "output_length": 5, "hash_ids": [0, 1]}\n')
+    replaying = trt_sweep()
+    replaying["benchmark"] = {"input_data": "data/prompts.jsonl",
+                              "trace": {"path": str(trace), "format": "mooncake", "speed": [1, 2.5], "block_size": 64}}
+    replay = llm_perf(planning.expand(replaying)[0], tmp_path)
+    got = (replay.trace, replay.trace_format, replay.replay_speed, replay.trace_block_size, replay.input_data,
+           replay.concurrency)
+    assert got == (trace, "mooncake", [1.0, 2.5], 64, None, None), got
+    assert (base_args := llm_perf(planning.expand(trt_sweep())[0], tmp_path)).trace is None
+    assert (base_args.shared_prefix_count, base_args.trace_format, base_args.replay_speed) == (None, "auto", None)
 
     dropped: list[str] = []
     base_point = planning.expand(trt_sweep())[0]

@@ -51,13 +51,28 @@ def search_flags(search: dict[str, Any]) -> list[str]:
     return argv
 
 
+def trace_flags(trace: dict[str, Any]) -> list[str]:
+    """llm-perf's trace replay flags for the `trace` option: {path, format, speed (a number or a list), block_size}."""
+    speeds = trace.get("speed", 1)
+    argv = ["--trace", str(trace["path"]), "--trace-format", trace.get("format") or "auto"]
+    argv += ["--replay-speed", ",".join(_number(s) for s in (speeds if isinstance(speeds, list) else [speeds]))]
+    if trace.get("block_size") is not None:
+        argv += ["--trace-block-size", str(trace["block_size"])]
+    return argv
+
+
 def command(params: dict[str, Any]) -> list[str]:
     argv = [sys.executable, "-m", "trtsweep.perf.cli"]
     for option, flag in FLAGS.items():
         if params.get(option) is not None:
             argv += [flag, str(params[option])]
+    if params.get("shared_prefix"):
+        prefix = params["shared_prefix"]
+        argv += ["--shared-prefix-count", str(prefix["count"]), "--shared-prefix-tokens", str(prefix["tokens"])]
     if params.get("search"):  # the search picks its levels: llm-perf refuses a --concurrency list beside it
         argv += search_flags(params["search"])
+    elif params.get("trace"):  # a replay's levels are its speeds
+        argv += trace_flags(params["trace"])
     else:
         argv += ["--concurrency", ",".join(str(c) for c in params["concurrency"])]
     argv.append("--streaming" if params["streaming"] else "--no-streaming")

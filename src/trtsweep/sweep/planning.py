@@ -19,6 +19,8 @@ Sweep definition (``trtsweep_sweep``)::
     triton: {}                          # extra triton_repo parameters for every point
     benchmark: {protocol: grpc, concurrency: [1, 2, 4], input_data: data/prompts.jsonl, ...}   # BENCHMARK_KEYS
       # or, instead of concurrency: load: {search: slo, variable: concurrency, max: 64, max_levels: 8}
+      # workloads: shared_prefix: {count: 4, tokens: 512}; or, instead of concurrency, a trace replay:
+      # trace: {path: traces/tuesday.jsonl, format: auto, speed: [1, 2], block_size: 512}
     placement:                          # where points run (see trtsweep.fleet.placement)
       mode: exclusive                   # exclusive: one point per host at a time | pack: side by side
       gpus_per_point: 0                 # backend hf only: GPUs an hf point takes (0 = CPU point)
@@ -39,6 +41,10 @@ proves that every key reaches the role, module or plan it configures.
 defaults and the sweep's SLO limits the search judges by (`load.slo`), so a changed limit changes the point's
 settings hash and reruns it; such a point's benchmark has no `concurrency` (the search picks its levels). A sweep
 without `load` plans points exactly as before (no `load` key in their benchmark, the same hashes).
+
+The workloads likewise (`benchmark.shared_prefix`, `benchmark.trace`) are in a point's benchmark only when the sweep
+gives them. The trace file is read here as llm-perf reads it; the point carries its absolute path and content hash
+(`trace.sha256`, so an edited trace reruns its points) and, being a replay, no `concurrency`.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from typing import Any
 from trtsweep.common.fileio import file_sha256
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.dataset import load_jsonl
+from trtsweep.perf.workloads import TraceSpec, load_trace
 from trtsweep.sweep import flows, schema
 from trtsweep.sweep.slo import search_limits
 from trtsweep.toolchain.precisions import PRECISIONS as TRTLLM_PRECISIONS
@@ -68,15 +75,22 @@ AXES = ("models", "precisions", "parallelism", "max_batch_sizes", "lengths", "st
 KNOWN = set(schema.Sweep.model_fields)
 PLACEMENT_KEYS = set(schema.Placement.model_fields)
 BENCHMARK_KEYS = set(schema.Benchmark.model_fields)
+# a point has these only when the sweep gives them: `load` when it searches, the workloads when it asks for them
+OPTIONAL_WORKLOADS = ("load", "shared_prefix", "trace")
 # what a point's benchmark holds when the sweep leaves a key out (llm-perf's own defaults)
 BENCHMARK_DEFAULTS: dict[str, Any] = {
     key: field.get_default(call_default_factory=True)
     for key, field in schema.Benchmark.model_fields.items()
-    if not field.is_required() and key != "load"  # a point has `load` only when the sweep searches
+    if not field.is_required() and key not in OPTIONAL_WORKLOADS
 }
 LOAD_DEFAULTS: dict[str, Any] = {
     key: field.get_default(call_default_factory=True)
     for key, field in schema.Load.model_fields.items()
+    if not field.is_required()
+}
+TRACE_DEFAULTS: dict[str, Any] = {
+    key: field.get_default(call_default_factory=True)
+    for key, field in schema.Trace.model_fields.items()
     if not field.is_required()
 }
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -101,6 +115,19 @@ def check_input_data(input_data: str, base_dir: Path) -> Path:
     except TrtsweepError as exc:
         raise _fail("benchmark.input_data", str(exc)) from exc
     return path
+
+
+def check_trace(trace: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """The trace with its defaults, read as llm-perf will (the first bad line fails the plan, naming file and line);
+    its path made absolute and its content hash added, so an edited trace reruns the points on resume."""
+    trace = {**TRACE_DEFAULTS, **trace}
+    path = Path(trace["path"])
+    path = path if path.is_absolute() else base_dir / path
+    try:
+        load_trace(TraceSpec(path, trace["format"], trace["block_size"]))
+    except TrtsweepError as exc:
+        raise _fail("benchmark.trace.path", str(exc)) from exc
+    return {**trace, "path": str(path), "sha256": file_sha256(path)}
 
 
 def _fail(field: str, problem: str) -> TrtsweepError:
@@ -162,6 +189,9 @@ def _benchmark(value: dict[str, Any], base_dir: Path, slo: dict[str, Any] | None
     if load is not None:
         value.pop("concurrency")
         value["load"] = {**LOAD_DEFAULTS, **load, "slo": search_limits(slo)}
+    if value.get("trace") is not None:  # a replay: its levels are its speeds
+        value.pop("concurrency")
+        value["trace"] = check_trace(value["trace"], base_dir)
     return value, check_input_data(value["input_data"], base_dir)
 
 

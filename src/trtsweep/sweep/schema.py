@@ -229,6 +229,36 @@ class Load(_Strict):
         return self
 
 
+class SharedPrefix(_Strict):
+    """Prefixes shared by the requests (llm-perf --shared-prefix-count/--shared-prefix-tokens): record i is sent
+    with prefix i mod count before its own text (a chat record: as its system message)."""
+
+    count: PositiveInt = Field(description="distinct prefixes")
+    tokens: PositiveInt = Field(description="tokens of each prefix, with the model's tokenizer")
+
+
+class Trace(_Strict):
+    """A trace replayed instead of the concurrency list (llm-perf --trace): its requests at their own times, with
+    prompts of their token lengths made with the model's tokenizer (the prompts file is not sent)."""
+
+    path: PathText = Field(
+        pattern=r"\S",
+        description="Mooncake JSON lines ({timestamp (ms), input_length, output_length, hash_ids}) or an Azure LLM "
+        "inference CSV (TIMESTAMP, ContextTokens, GeneratedTokens); a relative path starts at the checkout holding "
+        "sweep.yml",
+    )
+    format: Literal["auto", "mooncake", "azure"] = Field("auto", description="auto: .csv is azure, else mooncake")
+    speed: Annotated[list[Seconds], BeforeValidator(_as_list), Field(min_length=1), _OneOrMany()] = Field(
+        [1.0],
+        description="time scale, a level each (2: twice as fast; 1: the trace's own times); a number or a list",
+    )  # fmt: skip
+    block_size: PositiveInt = Field(512, description="mooncake: tokens per hash id (equal ids, equal prefix blocks)")
+
+
+WORKLOAD_ALONE = {  # a trace replays its own requests at its own times: levels or shared prefixes beside it are refused
+    "if": {"properties": {"trace": {"type": "object"}}, "required": ["trace"]},
+    "then": {"not": {"anyOf": [{"required": [key]} for key in ("concurrency", "load", "shared_prefix")]}},
+}
 LOAD_ALONE = {  # a load search chooses its levels: an explicit concurrency list beside it is refused
     "if": {"properties": {"load": {"type": "object"}}, "required": ["load"]},
     "then": {"not": {"required": ["concurrency"]}},
@@ -238,7 +268,7 @@ LOAD_ALONE = {  # a load search chooses its levels: an explicit concurrency list
 class Benchmark(_Strict):
     """How llm-perf measures every point (left out: llm-perf's own defaults)."""
 
-    model_config = ConfigDict(json_schema_extra=LOAD_ALONE)
+    model_config = ConfigDict(json_schema_extra={"allOf": [LOAD_ALONE, WORKLOAD_ALONE]})
 
     protocol: Literal["grpc", "http"] = Field("grpc", description="Triton's grpc or http endpoint")
     concurrency: list[PositiveInt] = Field(
@@ -273,10 +303,22 @@ class Benchmark(_Strict):
         "limits (needs slo:)",
     )
 
+    shared_prefix: SharedPrefix | None = Field(
+        None, description="prefixes shared by the requests, each before a record's own text (null: none)"
+    )
+    trace: Trace | None = Field(
+        None, description="replay a trace at its own times instead of the concurrency list (null: the prompts file)"
+    )
+
     @model_validator(mode="after")
     def _load_or_concurrency(self) -> Benchmark:
         if self.load is not None and "concurrency" in self.model_fields_set:
             raise _At(("load",), "a load search chooses its own levels: give load or concurrency, not both")
+        if self.trace is not None:
+            for other in ("concurrency", "load", "shared_prefix"):
+                if other in self.model_fields_set:
+                    raise _At(("trace",), f"a trace replays its own requests at its own times: give trace or {other}, "
+                              "not both")  # fmt: skip
         return self
 
 
