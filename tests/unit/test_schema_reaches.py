@@ -285,23 +285,23 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
     assert "--concurrency" not in argv and "--concurrency" in base_argv and "--search" not in base_argv
 
     # benchmark.shared_prefix: both numbers; benchmark.trace: a replay instead of the concurrency list and prompts file
-    prefixed = llm_perf(planning.expand(trt_sweep(benchmark={"shared_prefix": {"count": 3, "tokens": 40}}))[0], tmp_path)
+    prefix_sweep = trt_sweep(benchmark={"shared_prefix": {"count": 3, "tokens": 40}})
+    prefixed = llm_perf(planning.expand(prefix_sweep)[0], tmp_path)
     assert (prefixed.shared_prefix_count, prefixed.shared_prefix_tokens) == (3, 40)
     trace = tmp_path / "tuesday.jsonl"
     trace.write_text('{"timestamp": 0, "input_length": 70, "output_length": 5, "hash_ids": [0, 1]}\n')
     replaying = trt_sweep()
-    replaying["benchmark"] = {"input_data": "data/prompts.jsonl",
-                              "trace": {"path": str(trace), "format": "mooncake", "speed": [1, 2.5], "block_size": 64}}
+    replay_trace = {"path": str(trace), "format": "mooncake", "speed": [1, 2.5], "block_size": 64}
+    replaying["benchmark"] = {"input_data": "data/prompts.jsonl", "trace": replay_trace}
     replay = llm_perf(planning.expand(replaying)[0], tmp_path)
-    got = (replay.trace, replay.trace_format, replay.replay_speed, replay.trace_block_size, replay.input_data,
-           replay.concurrency)
+    got = (replay.trace, replay.trace_format, replay.replay_speed, replay.trace_block_size, replay.input_data)
+    got += (replay.concurrency,)
     assert got == (trace, "mooncake", [1.0, 2.5], 64, None, None), got
-    assert (base_args := llm_perf(planning.expand(trt_sweep())[0], tmp_path)).trace is None
-    assert (base_args.shared_prefix_count, base_args.trace_format, base_args.replay_speed) == (None, "auto", None)
 
     dropped: list[str] = []
     base_point = planning.expand(trt_sweep())[0]
     base_args = llm_perf(base_point, tmp_path)
+    assert (base_args.shared_prefix_count, base_args.trace, base_args.replay_speed) == (None, None, None)
     for key, (value, attribute, expected) in benchmark.items():
         point = planning.expand(trt_sweep(benchmark={key: value}))[0]
         args = llm_perf(point, tmp_path)
