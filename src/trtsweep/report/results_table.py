@@ -15,6 +15,10 @@ measured) and `capacity_bound` (tight: the next load up missed the SLOs | open: 
 capacity is at least that | none: no load measured met them, and the capacity columns are empty). A point without a
 search has them all empty.
 
+The workload is a setting (`workload`: "prompts", "prompts, N shared prefixes of T tokens" or "trace <file>[, format]")
+and, per level, `replay_speed` (a trace replay's level: its time scale; empty otherwise) and `prefix_share` (tokens of
+prefixes shared with other requests / input tokens; empty without a shared-prefix or trace workload).
+
 Two columns say whether a row's numbers can be trusted at all: `point_status` (the point's status record: only an
 "ok" point's levels are candidates for the verdict) and `server_identity_error` (llm-perf's --expect-server-id
 check found another server, or none, before or after the level: its numbers are not the point's server's).
@@ -37,14 +41,15 @@ LATENCIES = ("ttft", "tpot", "icl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99")
 # config: the point's configuration whatever flow and server measure it (the id less its flow/server part)
 SETTINGS = ("model", "model_revision", "backend", "flow", "server", "config", "precision", "tp", "pp", "world_size",
-            "max_batch_size", "max_input_len", "max_output_len", "streaming", "protocol")  # fmt: skip
-OWN = ("model", "model_revision", "protocol", "flow", "server", "config")  # not copied from point.json as they are
+            "max_batch_size", "max_input_len", "max_output_len", "streaming", "protocol", "workload")  # fmt: skip
+# not copied from point.json as they are
+OWN = ("model", "model_revision", "protocol", "flow", "server", "config", "workload")
 WHERE = ("host", "gpus", "gpu_ids", "run_id", "settings_hash", "trtsweep", "trtsweep_build", "tensorrt_llm", "triton")
 TRUST = ("point_status", "server_identity_error")
-LOAD = ("concurrency", "requests", "succeeded", "failed", "success_rate", "errors", "abandoned")
+LOAD = ("concurrency", "replay_speed", "requests", "succeeded", "failed", "success_rate", "errors", "abandoned")
 THROUGHPUT = ("request_throughput", "output_token_throughput", "input_token_throughput", "output_tok_s_per_gpu",
-              "input_tok_s_per_gpu", "output_tok_s_per_user", "output_tokens_mean", "input_tokens_mean", "goodput",
-              "good_fraction", "window_s")  # fmt: skip
+              "input_tok_s_per_gpu", "output_tok_s_per_user", "output_tokens_mean", "input_tokens_mean", "prefix_share",
+              "goodput", "good_fraction", "window_s")  # fmt: skip
 CAPACITY = ("capacity_rps", "capacity_concurrency", "capacity_out_tok_s_per_gpu", "capacity_levels", "capacity_bound")
 ACCURACY = ACCURACY_METRICS  # every score an SLO may judge by is a column
 COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT, *CAPACITY,
@@ -97,6 +102,17 @@ def _good(requests_file: Path, level: int, slo: dict[str, float]) -> int | None:
     return good
 
 
+def workload(benchmark: dict[str, Any]) -> str:
+    """What the point's requests were: its prompts file, with shared prefixes, or a trace replay."""
+    trace, prefix = benchmark.get("trace"), benchmark.get("shared_prefix")
+    if trace:
+        kind = f", {trace['format']}" if trace.get("format", "auto") != "auto" else ""
+        return f"trace {Path(trace['path']).name}{kind}"
+    if prefix:
+        return f"prompts, {prefix['count']} shared prefixes of {prefix['tokens']} tokens"
+    return "prompts"
+
+
 def _point_columns(point_dir: Path, point: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     repo = _read(point_dir / "repository.json") or {}
     gpus = status.get("gpus") or []
@@ -111,6 +127,7 @@ def _point_columns(point_dir: Path, point: dict[str, Any], status: dict[str, Any
         "server": point.get("server", "triton"),
         "config": point.get("config", point_dir.name),
         "protocol": "openai" if point.get("server") == "trtllm-serve" else point.get("benchmark", {}).get("protocol"),
+        "workload": workload(point.get("benchmark", {})),
         "host": status.get("host"),
         "gpus": len(gpus),
         "gpu_ids": ",".join(str(g) for g in gpus),
@@ -128,6 +145,7 @@ def _level_columns(summary: dict[str, Any], gpus: int) -> dict[str, Any]:
     requests = summary.get("requests") or 0
     out: dict[str, Any] = {key: summary.get(key) for key in ("requests", "succeeded", "failed", *THROUGHPUT[:3])}
     out["window_s"] = summary.get("window_s")
+    out["prefix_share"] = summary.get("prefix_share")  # shared-prefix tokens / input tokens (workloads only)
     out["server_identity_error"] = (summary.get("server_identity") or {}).get("error")
     out["success_rate"] = summary.get("succeeded", 0) / requests if requests else None
     for counts in ("errors", "abandoned"):  # by class / cause: "timeout=2;connection=1"
@@ -188,7 +206,8 @@ def collect(results_dir: Path, slo: dict[str, Any] | None = None) -> list[dict[s
         base |= capacity_columns(data.get("search"), base["gpus"])
         for index, level in enumerate(data.get("levels", [])):
             summary = level.get("summary", {})
-            row = {**base, "concurrency": level.get("concurrency"), **_level_columns(summary, base["gpus"])}
+            row = {**base, "concurrency": level.get("concurrency"), "replay_speed": level.get("replay_speed"),
+                   **_level_columns(summary, base["gpus"])}  # fmt: skip
             if slo and summary.get("window_s"):
                 good = _good(point_dir / "llm_perf.requests.jsonl", index, slo)
                 row["goodput"] = good / summary["window_s"] if good is not None else None

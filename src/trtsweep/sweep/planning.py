@@ -119,7 +119,7 @@ def check_input_data(input_data: str, base_dir: Path) -> Path:
 
 def check_trace(trace: dict[str, Any], base_dir: Path) -> dict[str, Any]:
     """The trace with its defaults, read as llm-perf will (the first bad line fails the plan, naming file and line);
-    its path made absolute and its content hash added, so an edited trace reruns the points on resume."""
+    its speeds a list, its path made absolute and its content hash added (an edited trace reruns its points)."""
     trace = {**TRACE_DEFAULTS, **trace}
     path = Path(trace["path"])
     path = path if path.is_absolute() else base_dir / path
@@ -127,7 +127,8 @@ def check_trace(trace: dict[str, Any], base_dir: Path) -> dict[str, Any]:
         load_trace(TraceSpec(path, trace["format"], trace["block_size"]))
     except TrtsweepError as exc:
         raise _fail("benchmark.trace.path", str(exc)) from exc
-    return {**trace, "path": str(path), "sha256": file_sha256(path)}
+    speed = trace["speed"] if isinstance(trace["speed"], list) else [trace["speed"]]
+    return {**trace, "path": str(path), "speed": speed, "sha256": file_sha256(path)}
 
 
 def _fail(field: str, problem: str) -> TrtsweepError:
