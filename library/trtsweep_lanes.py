@@ -56,8 +56,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 lanes: {description: "The host's lanes (state=started).", returned: success, type: list, elements: str}
-ok: {description: "Points that ended ok (state=collected).", returned: success, type: list, elements: str}
-failed: {description: "Points that failed (state=collected).", returned: success, type: list, elements: str}
-unfinished: {description: "Points that never ended (state=collected): lost.", returned: success, type: list,
+points_ok: {description: "Points that ended ok (state=collected).", returned: success, type: list, elements: str}
+points_failed: {description: "Points that failed (state=collected).", returned: success, type: list, elements: str}
+points_unfinished: {description: "Points that never ended (state=collected): lost.", returned: success, type: list,
   elements: str}
 """

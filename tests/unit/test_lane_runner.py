@@ -141,7 +141,8 @@ def test_the_collector_records_each_point_from_its_journal_lines_once(tmp_path):
     bad = status.read(results, "b")
     assert bad is not None and (bad["status"], bad["stage"]) == ("failed", "download")
     assert (bad["cause"], bad["log_tail"]) == ("model: no such model", ["404", "not found"])
-    assert collector.done() and collector.summary() == {"ok": ["a"], "failed": ["b"], "unfinished": []}
+    assert collector.done()
+    assert collector.summary() == {"points_ok": ["a"], "points_failed": ["b"], "points_unfinished": []}
     # the same lines read again (a poll whose fetch failed is retried from the same offsets): nothing changes
     collector.take({LANE: [start, end]}, fetch)
     again = status.read(results, "a")

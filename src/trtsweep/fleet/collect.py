@@ -115,7 +115,9 @@ class Collector:
     def summary(self) -> dict[str, Any]:
         ok = sorted(p for p, s in self.finished.items() if s == "ok")
         failed = sorted(p for p, s in self.finished.items() if s != "ok")
-        return {"ok": ok, "failed": failed, "unfinished": sorted(set(self.points) - set(self.finished))}
+        # not `failed`: that key fails an Ansible task
+        return {"points_ok": ok, "points_failed": failed,
+                "points_unfinished": sorted(set(self.points) - set(self.finished))}  # fmt: skip
 
     def _save_progress(self) -> None:
         folder = self.results_dir / RUN_FOLDER
