@@ -137,16 +137,20 @@ def load_records(config: BenchmarkConfig, tokenizer: Tokenizer | None) -> tuple[
 
 
 class PrefixShare:
-    """A level's shared-prefix tokens over its input tokens (successful measured requests with a known input
-    count): how much of what was sent a prefix cache could have held."""
+    """A level's shared-prefix tokens over its input tokens, both counted by the tokenizer that made the prefixes
+    (successful measured requests): how much of what was sent a prefix cache could have held. Each prompt is counted
+    once per run (`counts`, by record), whatever the server reports."""
 
-    def __init__(self) -> None:
+    def __init__(self, count: TokenCount, counts: dict[int, int]) -> None:
+        self.count, self.counts = count, counts
         self.prefix = self.input = 0
 
-    def add(self, result: RequestResult, prefix_tokens: int, input_tokens: int | None) -> None:
-        if result.ok and not result.warmup and input_tokens:
-            self.prefix += prefix_tokens
-            self.input += input_tokens
+    def add(self, result: RequestResult, request: PreparedRequest) -> None:
+        if result.ok and not result.warmup:
+            if request.record_index not in self.counts:
+                self.counts[request.record_index] = self.count(request.prompt)
+            self.prefix += request.prefix_tokens
+            self.input += self.counts[request.record_index]
 
     def summary(self) -> dict[str, Any]:
         return {"prefix_tokens_total": self.prefix, "prefix_share": self.prefix / self.input if self.input else None}
@@ -169,6 +173,7 @@ def run(
     # a trace is replayed in its own order (from its first row after the warm-up); other data sets shuffled
     order = trace_order(len(requests), config.warmup_requests) if times else request_order(len(requests), config.seed)
     prefixed = config.shared_prefix is not None or config.trace is not None
+    prompt_tokens: dict[int, int] = {}  # record -> its prompt's tokens (the prefix share's denominator)
     count: TokenCount | None = tokenizer.count if tokenizer else None
     scorer = Scoring(config.scorer)
     per_level = len(requests) if config.num_requests is None else config.num_requests
@@ -203,7 +208,7 @@ def run(
         and the request log; a search level (`early`: its early stop) becomes the search's next step; then the
         exports."""
         stats = LevelStats(config.slo)
-        share = PrefixShare()
+        share = PrefixShare(count, prompt_tokens) if prefixed and count else None
         if not origin and report.spool.first_sent:
             origin.append(report.spool.first_sent)
         report.log, report.index = log, len(log.ranges)
@@ -217,12 +222,13 @@ def run(
                 request, record = requests[r.record_index], records[r.record_index]
                 m = request_metrics(r, request.prompt, record.reference, count, scored=scored.get(i))
                 stats.add(r, m)
-                share.add(r, request.prefix_tokens, m.input_tokens)
+                if share:
+                    share.add(r, request)
                 log.write(export.request_row(report.index, r, m, request.max_tokens, origin[0] if origin else 0))
         log.end()
         report.spool.remove()
         report.summary = stats.summary()
-        if prefixed:
+        if share:
             report.summary.update(share.summary())
         if client is not None:
             report.summary["client"] = client
