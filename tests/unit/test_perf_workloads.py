@@ -201,3 +201,22 @@ def test_the_results_name_each_points_workload():
     assert workload({}) == "prompts"
     assert workload({"shared_prefix": {"count": 4, "tokens": 512}}) == "prompts, 4 shared prefixes of 512 tokens"
     assert workload({"trace": {"path": "/t/tuesday.csv", "format": "azure"}}) == "trace tuesday.csv, azure"
+
+
+def test_a_trace_request_or_shared_prefix_over_max_input_len_fails_the_plan(tmp_path):
+    path = mooncake(tmp_path, [*MOONCAKE, {"timestamp": 2000, "input_length": 513, "output_length": 1}])
+    with pytest.raises(TrtsweepError, match=rf"^sweep field 'benchmark.trace.path': {path}:5: input_length 513 is "
+                       "more than max_input_len 512"):  # fmt: skip
+        planning.expand(sweep(trace={"path": str(path)}))
+    planning.expand(sweep(trace={"path": str(mooncake(tmp_path))}))  # 40 tokens at most: within
+    with pytest.raises(TrtsweepError, match=r"^sweep field 'benchmark.shared_prefix.tokens': 512 tokens leave no room"):
+        planning.expand(sweep(shared_prefix={"count": 1, "tokens": 512}))
+
+
+def test_the_console_names_a_replay_level_by_its_speed(tmp_path):
+    from trtsweep.perf import export
+
+    rows = [{"concurrency": None, "request_rate": 17.5, "replay_speed": 2.0, "requests": 5, "succeeded": 5}]
+    assert "trace x2 17.5/s" in export.table(rows)
+    failed = [{"concurrency": None, "request_rate": 17.5, "replay_speed": 2.0, "summary": {"errors": {"timeout": 5}}}]
+    assert export.unmeasured(failed) == "trace x2: no request succeeded (5 timeout)"

@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     def show(report: LevelReport) -> None:
         # the console table labels a rate level by its rate, which the CSV row does not carry
         rows.append({**export.headline(export.level_info(report.level), report.summary),
-                     "request_rate": report.level.request_rate})  # fmt: skip
+                     "request_rate": report.level.request_rate, "replay_speed": report.level.replay_speed})  # fmt: skip
         summary = report.summary
         print(f"\r{report.level.label}: {summary.get('succeeded', 0)}/{summary.get('requests', 0)} ok", file=sys.stderr)
         if summary.get("stopped_early"):

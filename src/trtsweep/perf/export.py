@@ -90,6 +90,8 @@ def unmeasured(levels: Sequence[dict[str, Any]]) -> str | None:
             load = (
                 f"concurrency {level['concurrency']}"
                 if level.get("concurrency")
+                else f"trace x{level['replay_speed']:g}"
+                if level.get("replay_speed")
                 else f"rate {level.get('request_rate')}/s"
             )
             return f"{load}: no request succeeded ({errors})"
@@ -213,6 +215,14 @@ TABLE = (
 )
 
 
+def _load(row: dict[str, Any]) -> str:
+    """A console row's load: c=8, 2.5/s, or a trace replay's speed and mean rate (trace x2 17.8/s)."""
+    if row.get("concurrency"):
+        return f"c={row['concurrency']}"
+    speed = f"trace x{row['replay_speed']:g} " if row.get("replay_speed") else ""
+    return f"{speed}{row.get('request_rate'):g}/s"
+
+
 def table(rows: Sequence[dict[str, Any]]) -> str:
     """Console table (latencies in ms) of headline rows."""
     header = [name for name, _, _ in TABLE]
@@ -221,7 +231,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
         cells = []
         for name, key, digits in TABLE:
             if name == "load":
-                cells.append(f"c={row['concurrency']}" if row.get("concurrency") else f"{row.get('request_rate'):g}/s")
+                cells.append(_load(row))
             elif key is None:
                 cells.append(f"{row.get('succeeded', 0)}/{row.get('requests', 0)}")
             else:

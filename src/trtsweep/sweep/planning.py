@@ -117,18 +117,33 @@ def check_input_data(input_data: str, base_dir: Path) -> Path:
     return path
 
 
-def check_trace(trace: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+def check_trace(trace: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any], str, int]:
     """The trace with its defaults, read as llm-perf will (the first bad line fails the plan, naming file and line);
-    its speeds a list, its path made absolute and its content hash added (an edited trace reruns its points)."""
+    its speeds a list, its path made absolute and its content hash added (an edited trace reruns its points). Also
+    where its longest request is ("file:line") and its input tokens."""
     trace = {**TRACE_DEFAULTS, **trace}
     path = Path(trace["path"])
     path = path if path.is_absolute() else base_dir / path
     try:
-        load_trace(TraceSpec(path, trace["format"], trace["block_size"]))
+        rows = load_trace(TraceSpec(path, trace["format"], trace["block_size"]))
     except TrtsweepError as exc:
         raise _fail("benchmark.trace.path", str(exc)) from exc
     speed = trace["speed"] if isinstance(trace["speed"], list) else [trace["speed"]]
-    return {**trace, "path": str(path), "speed": speed, "sha256": file_sha256(path)}
+    longest = max(rows, key=lambda row: row.input_tokens)
+    trace = {**trace, "path": str(path), "speed": speed, "sha256": file_sha256(path)}
+    return trace, f"{path}:{longest.lineno}", longest.input_tokens
+
+
+def _check_workload_lengths(benchmark: dict[str, Any], longest: tuple[str, int] | None, isl: int) -> None:
+    """A trace request or a shared prefix longer than the points' max_input_len fails the plan (a prompts file's
+    prompts are checked with the tokenizer, trtsweep.sweep.promptcheck)."""
+    if longest is not None and longest[1] > isl:
+        raise _fail("benchmark.trace.path", f"{longest[0]}: input_length {longest[1]} is more than max_input_len {isl} "
+                    "(lengths[].input)")  # fmt: skip
+    prefix = benchmark.get("shared_prefix")
+    if prefix and prefix["tokens"] >= isl:
+        raise _fail("benchmark.shared_prefix.tokens", f"{prefix['tokens']} tokens leave no room for the prompts within "
+                    f"max_input_len {isl} (lengths[].input)")  # fmt: skip
 
 
 def _fail(field: str, problem: str) -> TrtsweepError:
@@ -182,18 +197,23 @@ def _check_extra_inputs(point: dict[str, Any], field: str, inputs: dict[str, Any
             raise _fail(f"{field}.{key}", f"{key} is {kind}: expected {expected}, got {value!r}")
 
 
-def _benchmark(value: dict[str, Any], base_dir: Path, slo: dict[str, Any] | None) -> tuple[dict[str, Any], Path]:
-    """The benchmark with llm-perf's defaults filled in, and the prompts file it reads (checked). A load search
-    takes its defaults and the SLO limits it judges levels by (`load.slo`) and no concurrency list."""
+def _benchmark(
+    value: dict[str, Any], base_dir: Path, slo: dict[str, Any] | None
+) -> tuple[dict[str, Any], Path, tuple[str, int] | None]:
+    """The benchmark with llm-perf's defaults filled in, the prompts file it reads (checked) and, for a trace replay,
+    where its longest request is and its input tokens. A load search takes its defaults and the SLO limits it judges
+    levels by (`load.slo`) and no concurrency list; a replay no concurrency list either."""
     value = {**BENCHMARK_DEFAULTS, **value}
     load = value.pop("load", None)
     if load is not None:
         value.pop("concurrency")
         value["load"] = {**LOAD_DEFAULTS, **load, "slo": search_limits(slo)}
+    longest = None
     if value.get("trace") is not None:  # a replay: its levels are its speeds
         value.pop("concurrency")
-        value["trace"] = check_trace(value["trace"], base_dir)
-    return value, check_input_data(value["input_data"], base_dir)
+        value["trace"], where, tokens = check_trace(value["trace"], base_dir)
+        longest = (where, tokens)
+    return value, check_input_data(value["input_data"], base_dir), longest
 
 
 def _trtllm(backend: str, value: dict[str, Any] | None) -> dict[str, Any]:
@@ -285,7 +305,9 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
     triton = _triton(backend, trtllm, sweep.get("triton"), "engine" in used_flows)
     pytorch, llm_api = sweep.get("pytorch") or {}, sweep.get("llm_api") or {}
     base = default_base_dir() if base_dir is None else base_dir
-    benchmark, prompts = _benchmark(sweep["benchmark"], base, sweep.get("slo"))
+    benchmark, prompts, longest = _benchmark(sweep["benchmark"], base, sweep.get("slo"))
+    for isl, _ in lengths:
+        _check_workload_lengths(benchmark, longest, isl)
     prompts_sha256 = file_sha256(prompts)  # in every point: an edited prompts file changes its settings hash
     placement = _placement(backend, sweep.get("placement"))
 
