@@ -75,12 +75,12 @@ class Words:
             word for word in (tokenizer.convert_tokens_to_string([t]).strip() for t in tokenizer.get_vocab())
             if word.isascii() and word.isalpha() and word.islower() and 3 <= len(word) <= 8
         )  # fmt: skip
-        self.vocab = [w for w in dict.fromkeys(candidates) if self._one_token(w) and self._one_token(" " + w)]
+        candidates = list(dict.fromkeys(candidates))
+        alone = tokenizer(candidates, add_special_tokens=False)["input_ids"]  # one batch each: fast tokenizers
+        spaced = tokenizer([" " + w for w in candidates], add_special_tokens=False)["input_ids"]
+        self.vocab = [w for w, a, b in zip(candidates, alone, spaced, strict=True) if len(a) == len(b) == 1]
         if len(self.vocab) < 16:
             raise TrtsweepError("shared prefixes / trace prompts: the tokenizer has too few one-token words")
-
-    def _one_token(self, text: str) -> bool:
-        return len(self.tokenizer.encode(text, add_special_tokens=False)) == 1
 
     def count(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
