@@ -171,7 +171,11 @@ def run(
     records, times = load_records(config, tokenizer)
     requests = prepare(records, config, tokenizer)
     # a trace is replayed in its own order (from its first row after the warm-up); other data sets shuffled
-    order = trace_order(len(requests), config.warmup_requests) if times else request_order(len(requests), config.seed)
+    order = (
+        trace_order(len(requests), config.warmup_requests)
+        if times is not None
+        else request_order(len(requests), config.seed)
+    )
     prefixed = config.shared_prefix is not None or config.trace is not None
     prompt_tokens: dict[int, int] = {}  # record -> its prompt's tokens (the prefix share's denominator)
     count: TokenCount | None = tokenizer.count if tokenizer else None
