@@ -105,8 +105,12 @@ class ActionModule(ActionBase):
         base = Path(args["input_base"])
         collector = Collector(Path(args["results_dir"]), plan, host)
         spec = collector.host_spec(lanes, settings, str(args["lease_file"]))
-        inputs = {p["benchmark"]["input_data"]: str(base / p["benchmark"]["input_data"])
-                  for p in collector.points.values()}  # fmt: skip
+        # the files a point reads on its host: its prompts, and a trace it replays
+        inputs = {}
+        for bench in (p["benchmark"] for p in collector.points.values()):
+            for name in (bench["input_data"], (bench.get("trace") or {}).get("path")):
+                if name:
+                    inputs[name] = str(base / name)
         if self._play_context.check_mode:
             return {**result, "changed": True, "lanes": [lane["name"] for lane in lanes]}
         if args.get("state", "started") == "started":
