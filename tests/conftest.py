@@ -97,3 +97,20 @@ def hf_server(demo_model: DemoModel, tmp_path_factory: pytest.TempPathFactory) -
     repo = hf_repo(work / "repo", demo_model.hf_dir, triton_max_batch_size=4)
     with served(repo, work) as spec:
         yield spec
+
+
+@pytest.fixture
+def spooled(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every request result llm-perf reads back from its spool in this test (what the files are made of)."""
+    from trtsweep.perf.spool import Spool
+
+    kept: list = []
+    read_back = Spool.results
+
+    def keep(self: Spool) -> Iterator:
+        for result in read_back(self):
+            kept.append(result)
+            yield result
+
+    monkeypatch.setattr(Spool, "results", keep)
+    return kept

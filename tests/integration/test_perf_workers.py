@@ -16,10 +16,8 @@ import pytest
 from trtsweep.perf import workers
 from trtsweep.perf.benchmark import BenchmarkConfig, LevelReport, run
 from trtsweep.perf.protocols import Endpoint
-from trtsweep.perf.protocols.base import RequestResult
 from trtsweep.perf.runner import Level, arrival_offsets
 from trtsweep.perf.selftest import zero_server
-from trtsweep.perf.spool import Spool
 from trtsweep.perf.stats import summarize
 
 CHUNKS = 4
@@ -87,18 +85,9 @@ def test_a_closed_loop_splits_its_concurrency_exactly_over_the_workers(server, d
     assert max_in_flight([r for r in rows if r["warmup"]]) <= 4
 
 
-def test_an_open_loop_with_workers_follows_the_one_schedule(server, data, tmp_path, monkeypatch):
+def test_an_open_loop_with_workers_follows_the_one_schedule(server, data, tmp_path, spooled):
     """The requests are sent at the parent's arrival times (the same Poisson schedule one process uses), never
     before them, and spread over the workers."""
-    spooled: list[RequestResult] = []
-    read_back = Spool.results
-
-    def keep(self: Spool) -> Iterator[RequestResult]:
-        for result in read_back(self):
-            spooled.append(result)
-            yield result
-
-    monkeypatch.setattr(Spool, "results", keep)
     export = tmp_path / "o.json"
     report = bench(server, data, export, request_rate=[150.0], workers=3, seed=7)
     assert report.summary["client"]["workers"] == 3

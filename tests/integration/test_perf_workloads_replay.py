@@ -17,8 +17,6 @@ import pytest
 
 from tests.conftest import PROMPTS, free_ports
 from trtsweep.perf import cli
-from trtsweep.perf.protocols.base import RequestResult
-from trtsweep.perf.spool import Spool
 from trtsweep.perf.workloads import shared_prefixes
 from trtsweep.serve.process import http_service
 
@@ -68,19 +66,10 @@ def ids(tokenizer: Any, text: str) -> list[int]:
 
 
 def test_a_mooncake_trace_replayed_by_workers_sends_its_rows_at_their_scaled_times(recorder, demo_model, tmp_path,
-                                                                                   monkeypatch):  # fmt: skip
+                                                                                   spooled):  # fmt: skip
     from transformers import AutoTokenizer
 
     url, log = recorder
-    spooled: list[RequestResult] = []
-    read_back = Spool.results
-
-    def keep(self: Spool) -> Iterator[RequestResult]:
-        for result in read_back(self):
-            spooled.append(result)
-            yield result
-
-    monkeypatch.setattr(Spool, "results", keep)
     trace = tmp_path / "trace.jsonl"
     trace.write_text("".join(json.dumps(r) + "\n" for r in TRACE))
     export = tmp_path / "replay.json"

@@ -99,26 +99,25 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def benchmark_clients(tmp_path: Path) -> list[int]:
-    """Live llm-perf processes writing into this test's directories."""
+def processes(module: bytes, tmp_path: Path) -> list[int]:
+    """Live `python -m <module>` processes working in this test's directories."""
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         with contextlib.suppress(OSError):
             argv = cmdline.read_bytes().split(b"\0")
-            if b"trtsweep.perf.cli" in argv and any(str(tmp_path).encode() in arg for arg in argv):
+            if module in argv and any(str(tmp_path).encode() in arg for arg in argv):
                 found.append(int(cmdline.parent.name))
     return found
+
+
+def benchmark_clients(tmp_path: Path) -> list[int]:
+    """Live llm-perf processes writing into this test's directories."""
+    return processes(b"trtsweep.perf.cli", tmp_path)
 
 
 def lane_runners(tmp_path: Path) -> list[int]:
     """Live lane runners (python -m trtsweep.lane) of this test's runs: their host spec is under its directory."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        with contextlib.suppress(OSError):
-            argv = cmdline.read_bytes().split(b"\0")
-            if b"trtsweep.lane" in argv and any(str(tmp_path).encode() in arg for arg in argv):
-                found.append(int(cmdline.parent.name))
-    return found
+    return processes(b"trtsweep.lane", tmp_path)
 
 
 def ports_free(ports: list[int]) -> bool:
