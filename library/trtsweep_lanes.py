@@ -9,12 +9,12 @@ DOCUMENTATION = r"""
 module: trtsweep_lanes
 short_description: Run a sweep's lanes on one host (one runner there) and collect each point as it ends
 description:
-  - O(state=started) hands the host its lanes of O(plan) in one file (the placed points; the host's role settings, that is
-    every C(hf_download_*), C(quantize_*), C(trtllm_build_*), C(triton_repo_*), C(triton_serve_*), C(llm_perf_*)
-    variable, its role default unless the inventory sets it, and the C(trtsweep_*) settings) with the prompts, and
-    starts C(python -m trtsweep.lane) there, detached. The runner runs every lane of the host side by side, each
-    lane's points one after the other, every stage of a point in one process (src/trtsweep/lane/point.py), and
-    writes a journal line per point started, stage entered and point ended.
+  - O(state=started) hands the host its lanes of O(plan) in one file, with the prompts. The file holds the
+    placed points and the host's settings - every C(hf_download_*), C(quantize_*), C(trtllm_build_*),
+    C(triton_repo_*), C(triton_serve_*) and C(llm_perf_*) variable (its role default unless the inventory sets it)
+    and the C(trtsweep_*) settings. Then it starts C(python -m trtsweep.lane) there, detached. The runner runs every
+    lane of the host side by side, each lane's points one after the other, every stage of a point in one process
+    (src/trtsweep/lane/point.py), and writes a journal line per point started, stage entered and point ended.
   - O(state=collected) follows the journals over the host's connection (one call waits up to 15 s on the host
     for a new line) - a point that starts is recorded running on the controller, each stage it enters is written
     into its record, a point that ends has its one results archive fetched and unpacked and its record completed.
