@@ -30,6 +30,7 @@ description:
 requirements: [trtsweep on the controller]
 """
 
+
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "notification"
