@@ -61,6 +61,14 @@ def trace_flags(trace: dict[str, Any]) -> list[str]:
     return argv
 
 
+def conversation_flags(conversations: dict[str, Any]) -> list[str]:
+    """llm-perf's conversation flags for the `conversations` option: {path, history, think_time_ms,
+    think_time_std_ms}."""
+    argv = ["--conversations", str(conversations["path"]), "--history", conversations.get("history") or "served"]
+    mean, std = conversations.get("think_time_ms") or 0, conversations.get("think_time_std_ms") or 0
+    return [*argv, "--think-time-ms", f"{_number(mean)},{_number(std)}"]
+
+
 def command(params: dict[str, Any]) -> list[str]:
     argv = [sys.executable, "-m", "trtsweep.perf.cli"]
     for option, flag in FLAGS.items():
@@ -69,6 +77,8 @@ def command(params: dict[str, Any]) -> list[str]:
     if params.get("shared_prefix"):
         prefix = params["shared_prefix"]
         argv += ["--shared-prefix-count", str(prefix["count"]), "--shared-prefix-tokens", str(prefix["tokens"])]
+    if params.get("conversations"):
+        argv += conversation_flags(params["conversations"])
     if params.get("search"):  # the search picks its levels: llm-perf refuses a --concurrency list beside it
         argv += search_flags(params["search"])
     elif params.get("trace"):  # a replay's levels are its speeds

@@ -21,6 +21,7 @@ import aiohttp
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf import export, server_metrics
 from trtsweep.perf.accuracy import Scoring, usable_reference
+from trtsweep.perf.conversations import ConversationRun, ConversationStats, load_conversations, turn_records
 from trtsweep.perf.dataset import Record, load_jsonl, synthetic
 from trtsweep.perf.levels import BenchmarkConfig, LevelReport
 from trtsweep.perf.metrics import LevelStats, TokenCount, request_metrics
@@ -129,16 +130,32 @@ def prepare(records: list[Record], config: BenchmarkConfig, tokenizer: Tokenizer
             prompt = "\n".join(m["content"] for m in record.as_messages())
         else:
             raise TrtsweepError(f"record {record.index + 1} has only 'messages': use --chat-template")
-        if config.max_tokens is not None:
-            budget = config.max_tokens
-        elif record.max_tokens is not None:
-            budget = record.max_tokens
-        elif record.reference is not None and tokenizer is not None:
-            budget = max(1, tokenizer.count(record.reference))
-        else:
-            budget = DEFAULT_MAX_TOKENS
+        budget = output_budget(record, config, tokenizer)
         requests.append(PreparedRequest(record.index, prompt, budget, record.as_messages(), record.prefix_tokens))
     return requests
+
+
+def output_budget(record: Record, config: BenchmarkConfig, tokenizer: Tokenizer | None) -> int:
+    """A request's output budget: --max-tokens, else the record's max_tokens, else its reference's token count, else
+    DEFAULT_MAX_TOKENS."""
+    if config.max_tokens is not None:
+        return config.max_tokens
+    if record.max_tokens is not None:
+        return record.max_tokens
+    if record.reference is not None and tokenizer is not None:
+        return max(1, tokenizer.count(record.reference))
+    return DEFAULT_MAX_TOKENS
+
+
+def conversation_run(config: BenchmarkConfig, tokenizer: Tokenizer | None) -> tuple[ConversationRun, list[Record]]:
+    """--conversations: the run that sends them, and one record per turn (flat, conversation after conversation)."""
+    assert config.conversations is not None
+    conversations = load_conversations(config.conversations.path, config.conversations.history)
+    records = turn_records(conversations)
+    chat = config.protocol == "openai" and config.endpoint.openai_endpoint == "chat"
+    budgets = [output_budget(record, config, tokenizer) for record in records]
+    render = tokenizer.chat if tokenizer is not None else None
+    return ConversationRun(conversations, budgets, config.conversations, config.seed, render, chat), records
 
 
 def load_records(config: BenchmarkConfig, tokenizer: Tokenizer | None) -> tuple[list[Record], list[float] | None]:
@@ -193,8 +210,14 @@ def run(
     if config.search is not None and search is None:
         search = Search(config.search)
     tokenizer = Tokenizer(config.tokenizer_path) if config.tokenizer_path else None
-    records, times = load_records(config, tokenizer)
-    requests = prepare(records, config, tokenizer)
+    talks: ConversationRun | None = None
+    if config.conversations is not None:
+        talks, records = conversation_run(config, tokenizer)
+        times = None
+        requests = [PreparedRequest(r.index, r.input or "", talks.budgets[r.index]) for r in records]
+    else:
+        records, times = load_records(config, tokenizer)
+        requests = prepare(records, config, tokenizer)
     # a trace is replayed in its own order (from its first row after the warm-up); other data sets shuffled
     order = (
         trace_order(len(requests), config.warmup_requests)
@@ -205,7 +228,7 @@ def run(
     prompt_tokens: dict[int, int] = {}  # record -> its prompt's tokens (the prefix share's denominator)
     count: TokenCount | None = tokenizer.count if tokenizer else None
     scorer = Scoring(config.scorer)
-    per_level = len(requests) if config.num_requests is None else config.num_requests
+    per_level = config.num_requests or (len(talks.conversations) if talks else len(requests))
     levels = iter(config.levels(per_level, times))
     reports: list[LevelReport] = []
     started = time.time()
@@ -238,6 +261,7 @@ def run(
         exports."""
         stats = LevelStats(config.slo)
         share = PrefixShare(count, prompt_tokens) if prefixed and count else None
+        talked = ConversationStats(lambda c: len(talks.conversations[c].turns)) if talks else None
         if not origin and report.spool.first_sent:
             origin.append(report.spool.first_sent)
         report.log, report.index = log, len(log.ranges)
@@ -249,16 +273,25 @@ def run(
             scored = dict(zip(scoring, scorer.map(pairs), strict=True))
             for i, r in enumerate(batch):
                 request, record = requests[r.record_index], records[r.record_index]
-                m = request_metrics(r, request.prompt, record.reference, count, scored=scored.get(i))
+                # a conversation's turn was sent with its history: its prompt is the one sent in this level
+                prompt = talks.prompt(r.seq) if talks and count and r.server_input_tokens is None else request.prompt
+                m = request_metrics(r, prompt, record.reference, count, scored=scored.get(i))
                 stats.add(r, m)
                 if share:
                     share.add(r, request)
-                log.write(export.request_row(report.index, r, m, request.max_tokens, origin[0] if origin else 0))
+                row = export.request_row(report.index, r, m, request.max_tokens, origin[0] if origin else 0)
+                if talks and talked:
+                    sent = talks.sent[r.seq]
+                    talked.add(r, sent)
+                    row.update(export.turn_columns(talks.conversations[sent.conversation].id, sent.turn, sent.session))
+                log.write(row)
         log.end()
         report.spool.remove()
         report.summary = stats.summary()
         if share:
             report.summary.update(share.summary())
+        if talked:
+            report.summary["conversations"] = talked.summary()
         if client is not None:
             report.summary["client"] = client
         if server is not None:
@@ -307,9 +340,11 @@ def run(
                     await metrics.start()
                 early = EarlyStop(search.spec.slo, level.planned_requests) if search else None
                 stop = early.stopped if early else lambda: False
-                workers = level_workers(level, config.workers, cores())
+                workers = 1 if talks else level_workers(level, config.workers, cores())
                 async with ClientHealth() as health:
-                    if workers == 1:
+                    if talks:
+                        await talks.run_level(protocol, level, partial(record, report, early), stop)
+                    elif workers == 1:
                         await run_level(protocol, requests, level, config.seed, partial(record, report, early), stop,
                                         order)  # fmt: skip
                     else:

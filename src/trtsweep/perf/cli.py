@@ -13,6 +13,7 @@ from typing import Any
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf import export
 from trtsweep.perf.benchmark import BenchmarkConfig, LevelReport, run
+from trtsweep.perf.conversations import HISTORIES, ConversationSpec
 from trtsweep.perf.protocols import Endpoint
 from trtsweep.perf.search import VARIABLES, Search, SearchSpec, check_slo
 from trtsweep.perf.workloads import DEFAULT_BLOCK_SIZE, FORMATS, TraceSpec
@@ -117,6 +118,17 @@ def mean_std(text: str) -> tuple[float, float]:
         raise argparse.ArgumentTypeError(f"expected MEAN[,STD], got {text!r}") from exc
     if len(values) not in (1, 2) or values[0] < 1 or (len(values) == 2 and values[1] < 0):
         raise argparse.ArgumentTypeError(f"expected MEAN>=1[,STD>=0], got {text!r}")
+    return values[0], values[1] if len(values) == 2 else 0.0
+
+
+def think_time(text: str) -> tuple[float, float]:
+    """ "MEAN[,STD]" milliseconds, both >= 0."""
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected MEAN[,STD] milliseconds, got {text!r}") from exc
+    if len(values) not in (1, 2) or not all(0 <= v < float("inf") for v in values):
+        raise argparse.ArgumentTypeError(f"expected MEAN>=0[,STD>=0] milliseconds, got {text!r}")
     return values[0], values[1] if len(values) == 2 else 0.0
 
 
@@ -232,6 +244,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-block-size", type=count(1), metavar="TOKENS",
                    help=f"--trace mooncake: tokens per hash id (default {DEFAULT_BLOCK_SIZE})")  # fmt: skip
     p.add_argument(
+        "--conversations", type=Path, metavar="FILE",
+        help="multi-turn conversations instead of prompts, JSON lines: {conversation: [{user, reference}, ...], "
+        "system} or {messages: [...]}; each turn sent with its history after the answer before it; --concurrency: "
+        "conversations in flight; --num-requests / --warmup-requests: conversations per level",
+    )  # fmt: skip
+    p.add_argument("--history", choices=HISTORIES,
+                   help="--conversations: the answers in a turn's history, the server's own (served, the default) or "
+                   "the recorded references (recorded)")  # fmt: skip
+    p.add_argument("--think-time-ms", type=think_time, metavar="MEAN[,STD]",
+                   help="--conversations: delay between a turn's answer and the next turn, normal (clipped at 0), "
+                   "drawn per conversation with --seed (default 0)")  # fmt: skip
+    p.add_argument(
         "--ignore-eos",
         action="store_true",
         help="generate the full budget: end_id out of vocabulary (Triton), ignore_eos (OpenAI servers)",
@@ -322,6 +346,17 @@ def trace_from_args(args: argparse.Namespace) -> TraceSpec | None:
                      tuple(args.replay_speed or (1.0,)))  # fmt: skip
 
 
+def conversations_from_args(args: argparse.Namespace) -> ConversationSpec | None:
+    """--conversations and its options (TrtsweepError for one of its options without it)."""
+    if args.conversations is None:
+        given = [flag for flag, value in (("--history", args.history), ("--think-time-ms", args.think_time_ms))
+                 if value is not None]  # fmt: skip
+        if given:
+            raise TrtsweepError(f"{', '.join(given)}: only with --conversations")
+        return None
+    return ConversationSpec(args.conversations, args.history or "served", args.think_time_ms or (0.0, 0.0))
+
+
 def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
     extra = {**args.extra_inputs, **args.extra_inputs_json}
     if args.ignore_eos:
@@ -361,6 +396,7 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
         workers=args.workers,
         shared_prefix=shared_prefix_from_args(args),
         trace=trace_from_args(args),
+        conversations=conversations_from_args(args),
         synthetic=(args.num_prompts, args.synthetic_input_tokens, args.synthetic_output_tokens)
         if args.synthetic_input_tokens
         else None,

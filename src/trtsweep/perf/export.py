@@ -139,6 +139,12 @@ def request_row(level: int, result: RequestResult, m: RequestMetrics, max_tokens
     return row
 
 
+def turn_columns(conversation: str, turn: int, session: int) -> dict[str, Any]:
+    """A conversation turn's columns of its request row: the conversation's id, the turn (0-based) and the
+    conversation's run in the level (`session`: one per conversation started, warm-up included)."""
+    return {"conversation": conversation, "turn": turn, "session": session}
+
+
 def _finite(value: Any) -> Any:
     """NaN and infinities become None: JSON has no such numbers (a bare NaN is not valid JSON)."""
     if isinstance(value, float) and not math.isfinite(value):

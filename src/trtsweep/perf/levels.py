@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from trtsweep.errors import TrtsweepError
+from trtsweep.perf.conversations import ConversationSpec
 from trtsweep.perf.protocols import Endpoint
 from trtsweep.perf.runner import TRACE, Level
 from trtsweep.perf.search import SearchSpec
@@ -48,6 +49,8 @@ class BenchmarkConfig:
     shared_prefix: tuple[int, int] | None = None
     # --trace: replay a trace's requests at its own times, a level per replay speed (trtsweep.perf.workloads)
     trace: TraceSpec | None = None
+    # --conversations: multi-turn conversations, each turn after the answer before it (trtsweep.perf.conversations)
+    conversations: ConversationSpec | None = None
 
     def levels(self, per_level: int, times: list[float] | None = None) -> list[Level]:
         """The load levels in order: every concurrency, then every request rate ([] for a search, whose levels
@@ -55,6 +58,8 @@ class BenchmarkConfig:
         `per_level` rows)."""
         if self.trace is not None:
             return self._replays(per_level, times or [0.0])
+        if self.conversations is not None:
+            self._conversation_checks()
         if self.search is not None and (self.concurrency or self.request_rate):
             raise TrtsweepError("--search chooses the levels itself: give no --concurrency or --request-rate list")
         if self.search is None and bool(self.concurrency) == bool(self.request_rate):
@@ -77,6 +82,8 @@ class BenchmarkConfig:
             raise TrtsweepError("--trace replays the trace's times: give no --concurrency, --request-rate or --search")
         if self.input_data is not None or self.synthetic is not None:
             raise TrtsweepError("--trace makes its own prompts: give no --input-data or --synthetic-input-tokens")
+        if self.conversations is not None:
+            raise TrtsweepError("--conversations: not with --trace (a replay sends the trace's requests)")
         if self.shared_prefix is not None:
             raise TrtsweepError("--shared-prefix-*: not with --trace (a Mooncake trace's hash ids are its prefixes)")
         if self.warmup_requests < 0 or (self.num_requests is not None and self.num_requests < 1):
@@ -93,6 +100,18 @@ class BenchmarkConfig:
                              max_concurrency=self.max_concurrency))  # fmt: skip
         return out
 
+    def _conversation_checks(self) -> None:
+        """What --conversations cannot go with, refused in one line each."""
+        if self.request_rate or self.search is not None:
+            raise TrtsweepError("--conversations runs closed loop: give --concurrency levels, no --request-rate or "
+                                "--search")  # fmt: skip
+        if self.input_data is not None or self.synthetic is not None or self.shared_prefix is not None:
+            raise TrtsweepError("--conversations sends the conversations' turns: give no --input-data, "
+                                "--synthetic-input-tokens or --shared-prefix-*")  # fmt: skip
+        if self.workers is not None and self.workers > 1:
+            raise TrtsweepError(f"--workers {self.workers}: conversations are sent from llm-perf's own process "
+                                "(each turn waits for the answer before it); give --workers 1 or none")  # fmt: skip
+
     def level(self, variable: str, value: float, per_level: int) -> Level:
         """The level of concurrency `value` or request rate `value` (`variable`), with this run's other options."""
         common = {"num_requests": per_level, "warmup_requests": self.warmup_requests, "duration_s": self.duration_s}
@@ -107,6 +126,8 @@ class BenchmarkConfig:
         out["export_file"] = str(self.export_file) if self.export_file else None
         if self.trace is not None:
             out["trace"] = {**out["trace"], "path": str(self.trace.path), "format": self.trace.resolved_format()}
+        if self.conversations is not None:
+            out["conversations"] = {**out["conversations"], "path": str(self.conversations.path)}
         return out
 
 

@@ -177,6 +177,26 @@ class StallWatch:
                     task.cancel()
 
 
+async def attempt(protocol: Protocol, request: PreparedRequest, result: RequestResult, watch: StallWatch | None,
+                  sink: Callable[[RequestResult], None]) -> None:  # fmt: skip
+    """Send `request`, recording into `result`, which goes to `sink` whatever happens: a failure is recorded (its
+    class and one line), never raised; a cancelled run's request is recorded as cancelled, and the cancel goes on."""
+    try:
+        if watch is None:
+            await protocol.send(request, result)
+        else:
+            await watch.run(protocol.send(request, result), result)
+    except asyncio.CancelledError:
+        if result.error_class != "timeout":  # not the stall watchdog: the run itself is being cancelled
+            result.error, result.error_class = "cancelled", "cancelled"
+            sink(result)
+            raise
+    except Exception as exc:
+        result.error = describe(exc)
+        result.error_class = classify(exc)
+    sink(result)
+
+
 Claim = Callable[[], int | None]
 
 
@@ -207,20 +227,7 @@ class Phase:
         result = RequestResult(
             seq=seq, record_index=request.record_index, warmup=self.warmup, scheduled_ns=scheduled_ns
         )
-        try:
-            if self.watch is None:
-                await self.protocol.send(request, result)
-            else:
-                await self.watch.run(self.protocol.send(request, result), result)
-        except asyncio.CancelledError:
-            if result.error_class != "timeout":  # not the stall watchdog: the run itself is being cancelled
-                result.error, result.error_class = "cancelled", "cancelled"
-                self.sink(result)
-                raise
-        except Exception as exc:
-            result.error = describe(exc)
-            result.error_class = classify(exc)
-        self.sink(result)
+        await attempt(self.protocol, request, result, self.watch, self.sink)
 
     async def closed(self, claim: Claim, width: int, deadline: float | None) -> None:
         """`width` requests in flight, each followed by the next one `claim` hands out, until it hands out None,
