@@ -105,10 +105,11 @@ class ActionModule(ActionBase):
         base = Path(args["input_base"])
         collector = Collector(Path(args["results_dir"]), plan, host)
         spec = collector.host_spec(lanes, settings, str(args["lease_file"]))
-        # the files a point reads on its host: its prompts, and a trace it replays
+        # the files a point reads on its host: its prompts, a trace it replays and conversations it sends
         inputs = {}
         for bench in (p["benchmark"] for p in collector.points.values()):
-            for name in (bench["input_data"], (bench.get("trace") or {}).get("path")):
+            talks = (bench.get("conversations") or {}).get("path")
+            for name in (bench["input_data"], (bench.get("trace") or {}).get("path"), talks):
                 if name:
                     inputs[name] = str(base / name)
         if self._play_context.check_mode:

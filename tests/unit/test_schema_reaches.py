@@ -143,6 +143,8 @@ def hf_sweep(**over: Any) -> dict[str, Any]:
 def test_every_sweep_field_reaches_what_it_configures(tmp_path):
     other = tmp_path / "other.jsonl"
     other.write_text('{"input": "hi", "output": "hello"}\n')
+    talks = tmp_path / "talks.jsonl"
+    talks.write_text('{"conversation": [{"user": "hi", "reference": "hello"}, {"user": "and?"}]}\n')
     point_id = "qwen_fp16_tp1pp1_bs4_isl512osl64_stream"  # of trt_sweep()
     pytorch_flow = {"flow": "pytorch", "trtllm": {"version": "1.2.0"}}
     pytorch_options = {"max_batch_size": 4, "max_input_len": 512, "max_seq_len": 576, "tensor_parallel_size": 1,
@@ -162,6 +164,7 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
         "stall_timeout": (0, "stall_timeout", 0.0),  # 0 turns the check off; it must not become the default
         "connect_timeout": (4, "connect_timeout", 4.0),
         "shared_prefix": ({"count": 3, "tokens": 40}, "shared_prefix_count", 3),  # its tokens: below
+        "conversations": ({"path": str(talks)}, "conversations", talks),  # its history and think time: below
     }
     # sweep field -> (overrides of the base sweep, {stage.what: value the lane must give that stage}; see stages())
     top: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -297,11 +300,18 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
     got = (replay.trace, replay.trace_format, replay.replay_speed, replay.trace_block_size, replay.input_data)
     got += (replay.concurrency,)
     assert got == (trace, "mooncake", [1.0, 2.5], 64, None, None), got
+    # benchmark.conversations: the file instead of the prompts, its history and think time; the concurrency stays
+    talk = {"path": str(talks), "history": "recorded", "think_time_ms": 250, "think_time_std_ms": 40}
+    talking = trt_sweep(benchmark={"concurrency": [2], "conversations": talk})
+    talked = llm_perf(planning.expand(talking)[0], tmp_path)
+    got = (talked.conversations, talked.history, talked.think_time_ms, talked.input_data, talked.concurrency)
+    assert got == (talks, "recorded", (250.0, 40.0), None, [2]), got
 
     dropped: list[str] = []
     base_point = planning.expand(trt_sweep())[0]
     base_args = llm_perf(base_point, tmp_path)
     assert (base_args.shared_prefix_count, base_args.trace, base_args.replay_speed) == (None, None, None)
+    assert (base_args.conversations, base_args.history, base_args.think_time_ms) == (None, None, None)
     for key, (value, attribute, expected) in benchmark.items():
         point = planning.expand(trt_sweep(benchmark={key: value}))[0]
         args = llm_perf(point, tmp_path)

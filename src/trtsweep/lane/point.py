@@ -369,11 +369,15 @@ class PointRun:
 
     def benchmark_params(self) -> dict[str, Any]:
         """llm-perf's parameters for the point (the llm_perf role's). A trace replay sends the trace's requests, not
-        the prompts file: the trace is the host's copy the controller sent (`spec.inputs`), else its path as planned."""
+        the prompts file: the trace is the host's copy the controller sent (`spec.inputs`), else its path as planned;
+        conversations likewise."""
         b, ports = self.p["benchmark"], self.p["ports"]
         grpc = b["protocol"] == "grpc" and not self.openai
         model = self.made.server_id if self.openai else ("tensorrt_llm" if self.pytorch else "ensemble")
-        trace = b.get("trace")
+        trace, talks = b.get("trace"), b.get("conversations")
+        if talks:  # conversations: the host's copy, as the trace's
+            talks = {key: talks[key] for key in ("history", "think_time_ms", "think_time_std_ms")} | {
+                "path": self.spec.inputs.get(talks["path"], talks["path"])}  # fmt: skip
         if trace:
             trace = {key: trace[key] for key in ("format", "speed", "block_size")} | {
                 "path": self.spec.inputs.get(trace["path"], trace["path"])}  # fmt: skip
@@ -381,8 +385,8 @@ class PointRun:
             "url": f"{self.address}:{ports['grpc'] if grpc else ports['http']}",
             "protocol": "openai" if self.openai else b["protocol"], "endpoint": "completions", "model": model,
             "concurrency": b.get("concurrency") or [1], "search": b.get("load") or None,
-            "shared_prefix": b.get("shared_prefix"), "trace": trace or None,
-            "input_data": None if trace else str(self.prompts), "tokenizer_path": self.made.model_dir,
+            "shared_prefix": b.get("shared_prefix"), "trace": trace or None, "conversations": talks or None,
+            "input_data": None if trace or talks else str(self.prompts), "tokenizer_path": self.made.model_dir,
             "export_file": str(self.paths.results / "llm_perf.json"), "num_requests": b.get("num_requests"),
             "warmup_requests": b["warmup_requests"], "max_tokens": b.get("max_tokens"),
             "streaming": bool(self.p["streaming"]), "chat_template": bool(b["chat_template"]),

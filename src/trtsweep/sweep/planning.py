@@ -44,7 +44,9 @@ without `load` plans points exactly as before (no `load` key in their benchmark,
 
 The workloads likewise (`benchmark.shared_prefix`, `benchmark.trace`) are in a point's benchmark only when the sweep
 gives them. The trace file is read here as llm-perf reads it; the point carries its absolute path and content hash
-(`trace.sha256`, so an edited trace reruns its points) and, being a replay, no `concurrency`.
+(`trace.sha256`, so an edited trace reruns its points) and, being a replay, no `concurrency`. A conversations file
+(`benchmark.conversations`) is read here as llm-perf reads it (with its history: recorded answers need a reference on
+every turn but the last); the point carries its absolute path and content hash (`conversations.sha256`).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from typing import Any
 
 from trtsweep.common.fileio import file_sha256
 from trtsweep.errors import TrtsweepError
+from trtsweep.perf.conversations import load_conversations
 from trtsweep.perf.dataset import load_jsonl
 from trtsweep.perf.workloads import TraceSpec, load_trace
 from trtsweep.sweep import flows, schema
@@ -76,7 +79,7 @@ KNOWN = set(schema.Sweep.model_fields)
 PLACEMENT_KEYS = set(schema.Placement.model_fields)
 BENCHMARK_KEYS = set(schema.Benchmark.model_fields)
 # a point has these only when the sweep gives them: `load` when it searches, the workloads when it asks for them
-OPTIONAL_WORKLOADS = ("load", "shared_prefix", "trace")
+OPTIONAL_WORKLOADS = ("load", "shared_prefix", "trace", "conversations")
 # what a point's benchmark holds when the sweep leaves a key out (llm-perf's own defaults)
 BENCHMARK_DEFAULTS: dict[str, Any] = {
     key: field.get_default(call_default_factory=True)
@@ -91,6 +94,11 @@ LOAD_DEFAULTS: dict[str, Any] = {
 TRACE_DEFAULTS: dict[str, Any] = {
     key: field.get_default(call_default_factory=True)
     for key, field in schema.Trace.model_fields.items()
+    if not field.is_required()
+}
+CONVERSATIONS_DEFAULTS: dict[str, Any] = {
+    key: field.get_default(call_default_factory=True)
+    for key, field in schema.Conversations.model_fields.items()
     if not field.is_required()
 }
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -115,6 +123,19 @@ def check_input_data(input_data: str, base_dir: Path) -> Path:
     except TrtsweepError as exc:
         raise _fail("benchmark.input_data", str(exc)) from exc
     return path
+
+
+def check_conversations(conversations: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """The conversations with their defaults, read as llm-perf will (the first bad line fails the plan, naming file
+    and line); the path made absolute and the content hash added (an edited file reruns its points)."""
+    conversations = {**CONVERSATIONS_DEFAULTS, **conversations}
+    path = Path(conversations["path"])
+    path = path if path.is_absolute() else base_dir / path
+    try:
+        load_conversations(path, conversations["history"])
+    except TrtsweepError as exc:
+        raise _fail("benchmark.conversations.path", str(exc)) from exc
+    return {**conversations, "path": str(path), "sha256": file_sha256(path)}
 
 
 def check_trace(trace: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any], str, int]:
@@ -213,6 +234,8 @@ def _benchmark(
         value.pop("concurrency")
         value["trace"], where, tokens = check_trace(value["trace"], base_dir)
         longest = (where, tokens)
+    if value.get("conversations") is not None:
+        value["conversations"] = check_conversations(value["conversations"], base_dir)
     return value, check_input_data(value["input_data"], base_dir), longest
 
 

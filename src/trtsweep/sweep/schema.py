@@ -255,9 +255,32 @@ class Trace(_Strict):
     block_size: PositiveInt = Field(512, description="mooncake: tokens per hash id (equal ids, equal prefix blocks)")
 
 
+class Conversations(_Strict):
+    """Multi-turn conversations instead of the prompts file (llm-perf --conversations): each turn sent with its
+    history once the answer before it ended; the concurrency is conversations in flight, num_requests and
+    warmup_requests count conversations."""
+
+    path: PathText = Field(
+        pattern=r"\S",
+        description="JSON lines, a conversation each: {conversation: [{user, reference, max_tokens}, ...], system, id} "
+        "or {messages: [...]} (user and assistant alternating; an assistant message is the recorded answer); a "
+        "relative path starts at the checkout holding sweep.yml",
+    )
+    history: Literal["served", "recorded"] = Field(
+        "served", description="the answers in a turn's history: the server's own (served) or the recorded ones"
+    )
+    think_time_ms: float = Field(0, ge=0, allow_inf_nan=False, description="mean delay between an answer and the "
+                                 "next turn, ms (normal, clipped at 0, seeded by seed)")  # fmt: skip
+    think_time_std_ms: float = Field(0, ge=0, allow_inf_nan=False, description="standard deviation of the think time")
+
+
 WORKLOAD_ALONE = {  # a trace replays its own requests at its own times: levels or shared prefixes beside it are refused
     "if": {"properties": {"trace": {"type": "object"}}, "required": ["trace"]},
     "then": {"not": {"anyOf": [{"required": [key]} for key in ("concurrency", "load", "shared_prefix")]}},
+}
+CONVERSATIONS_ALONE = {  # conversations run closed loop over their own turns: a search, a trace or prefixes beside them
+    "if": {"properties": {"conversations": {"type": "object"}}, "required": ["conversations"]},
+    "then": {"not": {"anyOf": [{"required": [key]} for key in ("load", "trace", "shared_prefix")]}},
 }
 LOAD_ALONE = {  # a load search chooses its levels: an explicit concurrency list beside it is refused
     "if": {"properties": {"load": {"type": "object"}}, "required": ["load"]},
@@ -268,7 +291,7 @@ LOAD_ALONE = {  # a load search chooses its levels: an explicit concurrency list
 class Benchmark(_Strict):
     """How llm-perf measures every point (left out: llm-perf's own defaults)."""
 
-    model_config = ConfigDict(json_schema_extra={"allOf": [LOAD_ALONE, WORKLOAD_ALONE]})
+    model_config = ConfigDict(json_schema_extra={"allOf": [LOAD_ALONE, WORKLOAD_ALONE, CONVERSATIONS_ALONE]})
 
     protocol: Literal["grpc", "http"] = Field("grpc", description="Triton's grpc or http endpoint")
     concurrency: list[PositiveInt] = Field(
@@ -309,6 +332,9 @@ class Benchmark(_Strict):
     trace: Trace | None = Field(
         None, description="replay a trace at its own times instead of the concurrency list (null: the prompts file)"
     )
+    conversations: Conversations | None = Field(
+        None, description="multi-turn conversations instead of the prompts file (null: the prompts file)"
+    )
 
     @model_validator(mode="after")
     def _load_or_concurrency(self) -> Benchmark:
@@ -319,6 +345,11 @@ class Benchmark(_Strict):
                 if other in self.model_fields_set:
                     raise _At(("trace",), f"a trace replays its own requests at its own times: give trace or {other}, "
                               "not both")  # fmt: skip
+        if self.conversations is not None:
+            for other in ("load", "trace", "shared_prefix"):
+                if other in self.model_fields_set:
+                    raise _At(("conversations",), f"conversations run closed loop over their own turns: give "
+                              f"conversations or {other}, not both")  # fmt: skip
         return self
 
 
