@@ -197,6 +197,27 @@ def test_served_history_is_the_answers_and_a_failed_turn_ends_its_conversation(t
                                                                                    int(first != 0))  # fmt: skip
 
 
+def test_think_times_are_normal_clipped_at_zero_and_seeded(tmp_path, monkeypatch):
+    turns = [{"user": f"a{k}", "reference": "r"} for k in range(8)]
+    convs = load_conversations(write(tmp_path / "c.jsonl", {"conversation": turns}))
+    slept: list[float] = []
+
+    async def no_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    spec = ConversationSpec(tmp_path / "c.jsonl", "served", (0.0, 50.0))
+    talks = ConversationRun(convs, [5] * 8, spec, seed=11, render=None, chat=True)
+    monkeypatch.setattr(talks, "think", no_sleep)
+    level_run(talks, Recorder(), Level(num_requests=1, concurrency=1, warmup_requests=0))
+    rng = talks.think_times(0)
+    draws = [rng.gauss(0.0, 50.0) for _ in range(7)]
+    assert slept == [max(0.0, d) / 1e3 for d in draws]  # one before each turn but the first
+    assert 0.0 in slept and any(s > 0 for s in slept)  # some draws were negative, and clipped
+    again = ConversationRun(convs, [5] * 8, spec, seed=11, render=None, chat=True)
+    rng_again = again.think_times(0)
+    assert [rng_again.gauss(0.0, 50.0) for _ in range(7)] == draws
+
+
 class ChatServer:
     """A tiny OpenAI chat server on a loopback port, in its own thread: streams "ans(<last user message>)" in two
     chunks after a short wait, and records each request's messages and whether a request of the same conversation
