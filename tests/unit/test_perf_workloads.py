@@ -201,6 +201,8 @@ def test_the_results_name_each_points_workload():
     assert workload({}) == "prompts"
     assert workload({"shared_prefix": {"count": 4, "tokens": 512}}) == "prompts, 4 shared prefixes of 512 tokens"
     assert workload({"trace": {"path": "/t/tuesday.csv", "format": "azure"}}) == "trace tuesday.csv, azure"
+    talks = {"path": "/c/chats.jsonl", "history": "recorded"}
+    assert workload({"conversations": talks}) == "conversations chats.jsonl, recorded history"
 
 
 def test_a_trace_request_or_shared_prefix_over_max_input_len_fails_the_plan(tmp_path):

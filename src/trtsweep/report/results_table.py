@@ -15,7 +15,8 @@ measured) and `capacity_bound` (tight: the next load up missed the SLOs | open: 
 capacity is at least that | none: no load measured met them, and the capacity columns are empty). A point without a
 search has them all empty.
 
-The workload is a setting (`workload`: "prompts", "prompts, N shared prefixes of T tokens" or "trace <file>[, format]")
+The workload is a setting (`workload`: "prompts", "prompts, N shared prefixes of T tokens", "trace <file>[, format]" or
+"conversations <file>, served|recorded history")
 and, per level, `replay_speed` (a trace replay's level: its time scale; empty otherwise) and `prefix_share` (tokens of
 prefixes shared with other requests / input tokens; empty without a shared-prefix or trace workload).
 
@@ -103,8 +104,10 @@ def _good(requests_file: Path, level: int, slo: dict[str, float]) -> int | None:
 
 
 def workload(benchmark: dict[str, Any]) -> str:
-    """What the point's requests were: its prompts file, with shared prefixes, or a trace replay."""
-    trace, prefix = benchmark.get("trace"), benchmark.get("shared_prefix")
+    """What the point's requests were: its prompts file, with shared prefixes, a trace replay, or conversations."""
+    trace, prefix, talks = benchmark.get("trace"), benchmark.get("shared_prefix"), benchmark.get("conversations")
+    if talks:
+        return f"conversations {Path(talks['path']).name}, {talks.get('history', 'served')} history"
     if trace:
         kind = f", {trace['format']}" if trace.get("format", "auto") != "auto" else ""
         return f"trace {Path(trace['path']).name}{kind}"
