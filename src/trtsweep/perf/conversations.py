@@ -20,7 +20,6 @@ conversation (the rest is not sent). A closed-loop level of concurrency C keeps 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.perf.dataset import Record
+from trtsweep.perf.dataset import Record, json_lines
 from trtsweep.perf.protocols.base import PreparedRequest, Protocol, RequestResult
 from trtsweep.perf.runner import Claim, Level, StallWatch, attempt, counter, request_order, watching
 from trtsweep.perf.stats import summarize
@@ -126,22 +125,10 @@ def load_conversations(path: Path, history: str = "served") -> list[Conversation
     `history` "recorded" needs a reference on every turn but the last (it is the history of the next one)."""
     if history not in HISTORIES:
         raise TrtsweepError(f"history must be one of {HISTORIES}, got {history!r}")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise TrtsweepError(f"{path}: cannot read conversations: {exc.strerror}") from exc
     out: list[Conversation] = []
     first = 0
-    for lineno, line in enumerate(raw.splitlines(), 1):
-        if not line.strip():
-            continue
+    for lineno, obj in json_lines(path, "conversations"):
         where = f"{path}:{lineno}"
-        try:
-            obj = json.loads(line)
-        except UnicodeDecodeError as exc:
-            raise TrtsweepError(f"{where}: not UTF-8 text") from exc
-        except json.JSONDecodeError as exc:
-            raise TrtsweepError(f"{where}: invalid JSON: {exc.msg} at column {exc.colno}") from exc
         if not isinstance(obj, dict):
             raise TrtsweepError(f"{where}: expected a JSON object, got {type(obj).__name__}")
         if ("conversation" in obj) == ("messages" in obj):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,22 +69,29 @@ def _record(path: Path, lineno: int, index: int, obj: object) -> Record:
     return Record(index, text, messages, reference, max_tokens, extra, lineno)
 
 
-def load_jsonl(path: Path) -> list[Record]:
-    """Read every record; the first bad line raises TrtsweepError naming file, line and problem."""
+def json_lines(path: Path, what: str) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of every non-blank line of a JSON-lines file; a line that is not JSON text raises one
+    TrtsweepError naming file and line, an unreadable file one naming `what` it holds."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise TrtsweepError(f"{path}: cannot read input data: {exc.strerror}") from exc
-    records: list[Record] = []
+        raise TrtsweepError(f"{path}: cannot read {what}: {exc.strerror}") from exc
     for lineno, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            value = json.loads(line)
         except UnicodeDecodeError as exc:
             raise TrtsweepError(f"{path}:{lineno}: not UTF-8 text") from exc
         except json.JSONDecodeError as exc:
             raise TrtsweepError(f"{path}:{lineno}: invalid JSON: {exc.msg} at column {exc.colno}") from exc
+        yield lineno, value
+
+
+def load_jsonl(path: Path) -> list[Record]:
+    """Read every record; the first bad line raises TrtsweepError naming file, line and problem."""
+    records: list[Record] = []
+    for lineno, obj in json_lines(path, "input data"):
         records.append(_record(path, lineno, len(records), obj))
     if not records:
         raise TrtsweepError(f"{path}: no records (empty file)")
