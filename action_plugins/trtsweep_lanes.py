@@ -36,14 +36,13 @@ class ActionModule(ActionBase):
                              "report_refresh_s", "unreachable_after_s"))  # fmt: skip
 
     # -- what the host gets
-    def _settings(self, task_vars: dict) -> dict:
+    def _settings(self, task_vars: dict, templar) -> dict:
         """Every role variable (its default unless the host's variables set it) and the trtsweep_* settings the
         stages read, resolved for this host."""
         import yaml
 
         from trtsweep.lane.spec import ROLES, TRTSWEEP_SETTINGS
 
-        templar = self._templar.copy_with_new_env(available_variables=task_vars)
         settings = {}
         for role in ROLES:
             defaults = yaml.safe_load((ROLES_DIR / role / "defaults" / "main.yml").read_text()) or {}
@@ -96,15 +95,14 @@ class ActionModule(ActionBase):
         args = self._task.args
         plan = args["plan"]
         host = task_vars.get("inventory_hostname", "localhost")
-        lanes = [lane for lane in plan["lanes"] if lane["host"] == host]
+        collector = Collector(Path(args["results_dir"]), plan, host)
+        lanes = collector.lanes
         if not lanes:
             return {**result, "changed": False, "msg": "no lane on this host"}
-        settings = self._settings(task_vars)
         templar = self._templar.copy_with_new_env(available_variables=task_vars)
         python = str(templar.template(task_vars.get("ansible_python_interpreter", "python3")))
         base = Path(args["input_base"])
-        collector = Collector(Path(args["results_dir"]), plan, host)
-        spec = collector.host_spec(lanes, settings, str(args["lease_file"]))
+        spec = collector.host_spec(self._settings(task_vars, templar), str(args["lease_file"]))
         # the files a point reads on its host: its prompts, a trace it replays and conversations it sends
         inputs = {}
         for bench in (p["benchmark"] for p in collector.points.values()):

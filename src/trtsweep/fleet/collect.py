@@ -40,14 +40,14 @@ class Collector:
         self.progress: dict[str, dict[str, Any]] = {lane["name"]: {} for lane in self.lanes}
         self.states: dict[str, dict[str, Any]] = {}  # point -> its state for the live view
 
-    def host_spec(self, lanes: list[dict[str, Any]], settings: dict[str, Any], lease_file: str) -> dict[str, Any]:
+    def host_spec(self, settings: dict[str, Any], lease_file: str) -> dict[str, Any]:
         """The host spec (trtsweep.lane.spec.HostSpec) for this host's lanes; `inputs` is filled by the sender."""
         folder = f"{settings['trtsweep_work_dir']}/{self.plan['sweep']}/.runs/{self.run_id}"
         return {
             "run_id": self.run_id, "sweep": self.plan["sweep"], "journal_dir": folder, "lease_file": lease_file,
             "settings": settings, "inputs": {},
             "lanes": [{"name": lane["name"], "host": self.host, "ports": lane["ports"],
-                       "points": [self.points[pid] for pid in lane["points"]]} for lane in lanes],
+                       "points": [self.points[pid] for pid in lane["points"]]} for lane in self.lanes],
         }  # fmt: skip
 
     def done(self) -> bool:
