@@ -46,6 +46,12 @@ options:
         description: "The load raised: requests in flight (closed loop) or requests per second (open loop)."
       max: {type: float, required: true, description: "The highest load tried (C(--search-max))."}
       max_levels: {type: int, default: 8, description: "Levels measured at most (C(--search-max-levels))."}
+      hint:
+        type: list
+        elements: float
+        description:
+          - An earlier, shorter search's capacity and the level above it that failed (C(--search-hint MET,FAILED)),
+            measured first; a configuration search's later round sets it.
       slo:
         type: dict
         required: true
@@ -178,6 +184,7 @@ def main():
                     "variable": {"type": "str", "choices": ["concurrency", "request_rate"], "required": True},
                     "max": {"type": "float", "required": True},
                     "max_levels": {"type": "int", "default": 8},
+                    "hint": {"type": "list", "elements": "float"},
                     "slo": {"type": "dict", "required": True},
                 },
             },

@@ -19,6 +19,7 @@ import yaml
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet.status import settings_hash
 from trtsweep.perf import argv as perf_argv
+from trtsweep.perf import cli
 from trtsweep.perf import search as perf_search
 from trtsweep.report import results_table, sizing, writer
 from trtsweep.sweep import planning, schema, slo
@@ -193,6 +194,9 @@ def test_the_command_line_has_the_search_flags_and_no_concurrency():
     assert "--concurrency" not in argv and argv[argv.index("--num-requests") + 1] == "100"
     rate = perf_argv.command({**params, "search": {**params["search"], "variable": "request_rate", "max": 2.5}})
     assert rate[rate.index("--search-max") + 1] == "2.5"
+    hinted = perf_argv.command({**params, "search": {**params["search"], "hint": [24.0, 25.0]}})
+    assert hinted[hinted.index("--search-hint") + 1] == "24,25"
+    assert cli.search_from_args(cli.parser().parse_args([*hinted[3:], "-m", "ensemble"])).hint == (24, 25)
     plain = perf_argv.command({**params, "search": None})
     assert plain[plain.index("--concurrency") + 1] == "1" and "--search" not in plain
     with pytest.raises(ValueError, match=r"search\.slo needs at least one of"):

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import free_ports
+from trtsweep.errors import TrtsweepError
 from trtsweep.perf import cli
 from trtsweep.perf.search import EarlyStop, Search, SearchSpec, misses, sure_misses
 from trtsweep.perf.stats import percentile
@@ -67,7 +68,29 @@ def test_a_failed_synchronous_level_ends_the_search_without_capacity():
     s = search(SearchSpec(slo=TTFT_LIMIT, maximum=64), capacity=0)
     out = s.as_dict()
     assert values(s) == [1] and out["capacity"] is None and out["bound"] == "none"
-    assert s.lines()[-1] == "capacity: none (bound none): the first level missed the SLO"
+    assert s.lines()[-1] == "capacity: none (bound none): no level met the SLO"
+
+
+def test_a_hint_that_still_brackets_the_capacity_is_done_in_two_levels():
+    s = search(SearchSpec(slo=TTFT_LIMIT, maximum=64, hint=(37, 38)), capacity=37)
+    assert values(s) == [37, 38] and s.bound() == "tight"
+
+
+def test_a_hint_off_the_capacity_goes_on_from_what_it_measured():
+    # the longer level carries less: the hinted capacity misses, so down to the synchronous level and bisect
+    s = search(SearchSpec(slo=TTFT_LIMIT, maximum=64, hint=(37, 38)), capacity=30)
+    assert values(s) == [37, 1, 19, 28, 32, 30, 31] and s.capacity().value == 30 and s.bound() == "tight"
+    # it carries more: past the hint's failed level to the saturating one, then bisect
+    s = search(SearchSpec(slo=TTFT_LIMIT, maximum=64, hint=(37, 38)), capacity=50)
+    assert values(s)[:3] == [37, 38, 64] and s.capacity().value == 50 and s.bound() == "tight"
+    s = search(SearchSpec(slo=TTFT_LIMIT, maximum=64, hint=(37, 38)), capacity=0)
+    assert values(s) == [37, 1] and s.bound() == "none"
+
+
+@pytest.mark.parametrize("hint", [(38, 37), (0.5, 2), (37, 65), (3.5, 4)])
+def test_a_hint_outside_the_search_is_refused(hint):
+    with pytest.raises(TrtsweepError, match="--search-hint: expected MET,FAILED"):
+        SearchSpec(slo=TTFT_LIMIT, maximum=64, hint=hint)
 
 
 def test_a_request_rate_search_bisects_geometrically_to_within_5_percent():

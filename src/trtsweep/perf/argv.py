@@ -48,6 +48,8 @@ def search_flags(search: dict[str, Any]) -> list[str]:
     argv += ["--search-slo", ",".join(limits), "--search-max", _number(search["max"])]
     if search.get("max_levels") is not None:
         argv += ["--search-max-levels", str(search["max_levels"])]
+    if search.get("hint"):  # a configuration search's later round: the earlier round's capacity and failed level
+        argv += ["--search-hint", ",".join(_number(v) for v in search["hint"])]
     return argv
 
 

@@ -101,6 +101,14 @@ def search_slo(text: str) -> dict[str, float]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def hint(text: str) -> tuple[float, float]:
+    """ "24,25" -> (24.0, 25.0): --search-hint's two levels (checked against the search by SearchSpec)."""
+    values = float_list(text)
+    if len(values) != 2:
+        raise argparse.ArgumentTypeError(f"expected MET,FAILED (two numbers), got {text!r}")
+    return values[0], values[1]
+
+
 def positive(text: str) -> float:
     try:
         value = float(text)
@@ -218,6 +226,9 @@ def parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--search-max-levels", type=count(2), metavar="N", help="--search: levels to measure at most "
                    "(default 8)")  # fmt: skip
+    p.add_argument("--search-hint", type=hint, metavar="MET,FAILED", help="--search: an earlier search's "
+                   "capacity and the level above it that failed, measured first (two levels if they still bracket "
+                   "it)")  # fmt: skip
     p.add_argument("--slo", type=slo_spec, default={}, help="goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=2s")
     p.add_argument("--input-data", type=Path, help="jsonl prompts ({'input': ..., 'output': ...})")
     p.add_argument("--synthetic-input-tokens", type=mean_std, help="no --input-data: prompt tokens MEAN[,STD]")
@@ -304,7 +315,7 @@ def parser() -> argparse.ArgumentParser:
 
 # --search's options (argparse dest) -> SearchSpec fields
 SEARCH_OPTIONS = {"search_variable": "variable", "search_slo": "slo", "search_max": "maximum",
-                  "search_max_levels": "max_levels"}  # fmt: skip
+                  "search_max_levels": "max_levels", "search_hint": "hint"}  # fmt: skip
 
 
 def search_from_args(args: argparse.Namespace) -> SearchSpec | None:
@@ -321,6 +332,8 @@ def search_from_args(args: argparse.Namespace) -> SearchSpec | None:
         raise TrtsweepError("--search-variable request_rate needs --search-max (the highest request rate to try)")
     if spec.get("variable", "concurrency") == "concurrency" and spec.get("maximum", 0.5).is_integer():
         spec["maximum"] = int(spec["maximum"])  # a concurrency: 8, not 8.0, in the exports
+        if spec.get("hint") and all(v.is_integer() for v in spec["hint"]):
+            spec["hint"] = tuple(int(v) for v in spec["hint"])
     return SearchSpec(**spec)
 
 

@@ -7,6 +7,9 @@ requests. A number the level did not measure does not meet its limit.
 The search measures the synchronous level (concurrency 1, or the rate `maximum / 64`), then the saturating one
 (`maximum`), then bisects between the highest level that met the SLO and the lowest that did not until the two
 are adjacent (concurrency) or within 5% (request rate: geometric bisection), or the level budget is spent.
+With a `hint` (an earlier, shorter search's capacity and the level above it that failed: a configuration search's
+later round) it measures the hint's two levels first; when they bracket the capacity again the search is done in
+two levels; else it goes on as above (down to the synchronous level when the hinted capacity misses now).
 `bound` says how far the capacity found can be trusted: "tight" (the next level up failed), "open" (the budget
 ran out, or the saturating level met the SLO: the maximum was not enough), "none" (not even the first level met
 it: no capacity).
@@ -84,6 +87,7 @@ class SearchSpec:
     slo: dict[str, float] = field(default_factory=dict)
     maximum: float = 64
     max_levels: int = 8
+    hint: tuple[float, float] | None = None  # (met, failed): an earlier search's capacity and the level that failed
 
     def __post_init__(self) -> None:
         if self.variable not in VARIABLES:
@@ -96,6 +100,18 @@ class SearchSpec:
         if self.max_levels < 2:
             raise TrtsweepError(f"--search-max-levels must be >= 2 (the synchronous and saturating levels), got "
                                 f"{self.max_levels}")  # fmt: skip
+        if self.hint is not None:
+            met, failed = self.hint
+            whole = self.variable != "concurrency" or (float(met).is_integer() and float(failed).is_integer())
+            if not (self.lowest <= met < failed <= self.maximum and whole):
+                raise TrtsweepError(f"--search-hint: expected MET,FAILED with {self.lowest:g} <= MET < FAILED <= "
+                                    f"--search-max {self.maximum:g}{'' if whole else ' (whole numbers)'}, got "
+                                    f"{met:g},{failed:g}")  # fmt: skip
+
+    @property
+    def first(self) -> float:
+        """The first level measured: the hint's capacity, else the synchronous level."""
+        return self.hint[0] if self.hint is not None else self.lowest
 
     @property
     def lowest(self) -> float:
@@ -142,13 +158,18 @@ class Search:
 
     def next_value(self) -> float | None:
         if not self.steps:
-            return self.spec.lowest
-        if not self.steps[0].met or len(self.steps) >= self.spec.max_levels:
+            return self.spec.first
+        if len(self.steps) >= self.spec.max_levels:
             return None
+        measured = {s.value for s in self.steps}
         failed = self._lowest_failed()
-        if failed is None:  # the saturating level is next, or it met the SLO: open
-            return None if any(s.value == self.spec.maximum for s in self.steps) else self.spec.maximum
         met = self._highest_met_below(failed)
+        if met is None:  # nothing met (below the lowest failure): the synchronous level, unless it was measured
+            lowest = self.spec.lowest
+            return lowest if lowest not in measured else None
+        if failed is None:  # every level met: the hint's failed level, then the saturating one (both met: open)
+            upward = (self.spec.hint[1], self.spec.maximum) if self.spec.hint is not None else (self.spec.maximum,)
+            return next((v for v in upward if v > met and v not in measured), None)
         return None if self.spec.tight(met, failed) else self.spec.middle(met, failed)
 
     def record(self, value: float, summary: dict[str, Any], stopped_early: str | None) -> Step:
@@ -161,16 +182,13 @@ class Search:
     def _lowest_failed(self) -> float | None:
         return min((s.value for s in self.steps if not s.met), default=None)
 
-    def _highest_met_below(self, failed: float) -> float:
-        return max(s.value for s in self.steps if s.met and s.value < failed)
+    def _highest_met_below(self, failed: float | None) -> float | None:
+        return max((s.value for s in self.steps if s.met and (failed is None or s.value < failed)), default=None)
 
     def capacity(self) -> Step | None:
-        """The highest level that met the SLO below the lowest that failed; None when the first one failed."""
-        if not self.steps or not self.steps[0].met:
-            return None
-        failed = self._lowest_failed()
-        best = max(s.value for s in self.steps if s.met) if failed is None else self._highest_met_below(failed)
-        return next(s for s in self.steps if s.value == best)
+        """The highest level that met the SLO below the lowest that failed; None when none did."""
+        best = self._highest_met_below(self._lowest_failed())
+        return None if best is None else next(s for s in self.steps if s.value == best)
 
     def bound(self) -> str:
         best, failed = self.capacity(), self._lowest_failed()
@@ -190,7 +208,7 @@ class Search:
             out.append(f"search step {i}: {self.label(step.value)}: {verdict}{early}")
         best = self.capacity()
         if best is None:
-            out.append("capacity: none (bound none): the first level missed the SLO")
+            out.append("capacity: none (bound none): no level met the SLO")
         else:
             rate, tokens = best.request_throughput, best.output_token_throughput
             measured = f"{rate:.2f} req/s" if rate is not None else "- req/s"
