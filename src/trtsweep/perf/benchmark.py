@@ -326,6 +326,7 @@ def run(
         await protocol.start()
         session = aiohttp.ClientSession() if config.server_metrics_url else None
         pool = Pool(config.protocol, config.endpoint, requests, order)
+        metrics: server_metrics.LevelMetrics | None = None  # the level before's: where its KV-cache counts ended
         try:
             while (level := next_level()) is not None:
                 report = LevelReport(level, Spool(files["spool"]))
@@ -335,7 +336,7 @@ def run(
                     finish(report, identity=identity)
                     raise TrtsweepError(str(identity.error))
                 url = config.server_metrics_url
-                metrics = server_metrics.LevelMetrics(session, url) if session and url else None
+                metrics = server_metrics.LevelMetrics(session, url, metrics) if session and url else None
                 if metrics:
                     await metrics.start()
                 early = EarlyStop(search.spec.slo, level.planned_requests) if search else None

@@ -5,6 +5,13 @@ Counters (``# TYPE ... counter``) are reported as the level's delta, gauges as t
 For Triton, per model: ``queue_ms_per_request`` and ``compute_ms_per_request`` derived from the deltas of
 ``nv_inference_queue_duration_us`` / ``nv_inference_compute_infer_duration_us`` and
 ``nv_inference_request_success``.
+
+Both sources also give the level's KV-cache block reuse as the server counts it (`kv_reuse`: `kv_reused_blocks`,
+`kv_missed_blocks`, `kv_hit_rate`). TensorRT-LLM's counts are cumulative since the server started, so a level's are
+its change over the level (never a sum over iterations): Triton's gauge ``nv_trt_llm_kv_cache_block_metrics
+{kv_cache_block_type="reused"}`` after less before (Triton exports no missed count, so no hit rate), and
+trtllm-serve's ``kvCacheStats`` ``reusedBlocks`` / ``missedBlocks`` at the level's last iteration less those at
+the last iteration before it (`iteration_kv_reuse`).
 """
 
 from __future__ import annotations
@@ -17,6 +24,15 @@ import aiohttp
 
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
 MODEL_LABEL = re.compile(r'model="([^"]*)"')
+# TensorRT-LLM's Triton backend: gauges (the group is made with the default kind) labelled model, version and
+# kv_cache_block_type = max | free | used | tokens_per | reused | fraction, "reused" set to the executor's
+# KvCacheStats.reusedBlocks (NVIDIA/TensorRT-LLM@0c8de69a, 1.2.0rc8:
+# triton_backend/inflight_batcher_llm/src/custom_metrics_reporter/custom_metrics_reporter.cc kv_cache_labels_, and
+# src/model_instance_state.cc "Reused KV cache blocks"; "reused" is absent from older backends, which have only
+# max | free | used | tokens_per). That count is BlockManager's mReusedBlocks, only ever incremented
+# (cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp loadOrAllocateBlocks): cumulative since the server started.
+KV_FAMILY = "nv_trt_llm_kv_cache_block_metrics"
+KV_REUSED = re.compile(r'kv_cache_block_type="reused"')
 SETTLE_S = 0.5  # wait after a level's last response before the second scrape
 POLL_S = 1.0  # how often iteration stats are taken while a level runs
 TIMEOUT_S = 30.0  # trtllm-serve answers /metrics once no stats came for 2 s
@@ -81,7 +97,25 @@ def delta(before: Prometheus, after: Prometheus) -> dict[str, Any]:
             "requests": value, "queue_ms_per_request": queue / value / 1000.0,
             "compute_ms_per_request": compute / value / 1000.0,
         }  # fmt: skip
-    return {"counters": counters, "gauges": gauges, "per_model": per_model}
+    out: dict[str, Any] = {"counters": counters, "gauges": gauges, "per_model": per_model}
+    reused = _triton_reused(samples0, samples1)
+    if reused is not None:
+        out["kv_reuse"] = kv_reuse(reused, None)
+    return out
+
+
+def kv_reuse(reused: float, missed: float | None) -> dict[str, float | None]:
+    """A level's KV-cache block reuse as the server counts it: blocks matched and reused, blocks not matched (where
+    the server says), and reused / (reused + missed) (None without a missed count or any block looked up)."""
+    looked_up = reused + missed if missed is not None else 0.0
+    return {"kv_reused_blocks": reused, "kv_missed_blocks": missed,
+            "kv_hit_rate": reused / looked_up if looked_up else None}  # fmt: skip
+
+
+def _triton_reused(before: dict[str, float], after: dict[str, float]) -> float | None:
+    """The change of Triton's cumulative "reused" gauge over the level, summed over models (None without it)."""
+    keys = [k for k in after if _name(k) == KV_FAMILY and KV_REUSED.search(k) and k in before]
+    return sum(after[k] - before[k] for k in keys) if keys else None
 
 
 # -- trtllm-serve: iteration stats ---------------------------------------------------------------------------------
@@ -132,20 +166,64 @@ def iteration_summary(stats: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+# kvCacheStats of an iteration (executor KvCacheStats, cpp/include/tensorrt_llm/executor/types.h; JSON names from
+# cpp/tensorrt_llm/executor/jsonSerialization.cpp): reusedBlocks, missedBlocks and cacheHitRate are the KV-cache
+# manager's cumulative counts and rate since the server started (kvCacheManager.h getKvCacheStats), which trtllm-serve's
+# PyTorch executor copies into every iteration's stats (tensorrt_llm/_torch/pyexecutor/py_executor.py
+# _update_iter_stats: reused_blocks, missed_blocks, cache_hit_rate). cacheHitRate is over the server's whole life, so
+# the level's rate is computed from the level's changes instead.
+
+
+def _in_order(stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The iterations (those with an id) by id."""
+    return sorted((s for s in stats if isinstance(s, dict) and isinstance(s.get("iter"), int)), key=lambda s: s["iter"])
+
+
+def _latest(stats: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The iteration with the highest id (None without one)."""
+    items = _in_order(stats)
+    return items[-1] if items else None
+
+
+def _kv_count(stat: dict[str, Any], field: str) -> float | None:
+    value = (stat.get("kvCacheStats") or {}).get(field)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def iteration_kv_reuse(stats: list[dict[str, Any]], before: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A level's KV-cache reuse from its iterations: the cumulative reusedBlocks / missedBlocks of its last iteration
+    less those of `before`, the last iteration before the level (without one, of the level's first iteration, whose
+    own reuse is then left out). Iterations the server's queue dropped lose nothing. None without reusedBlocks."""
+    items = _in_order(stats)
+    if not items:
+        return None
+    start, end = before or items[0], items[-1]
+    reused0, reused1 = _kv_count(start, "reusedBlocks"), _kv_count(end, "reusedBlocks")
+    if reused0 is None or reused1 is None:
+        return None
+    missed0, missed1 = _kv_count(start, "missedBlocks"), _kv_count(end, "missedBlocks")
+    missed = missed1 - missed0 if missed0 is not None and missed1 is not None else None
+    return kv_reuse(reused1 - reused0, missed)
+
+
 class LevelMetrics:
     """One level's server-side numbers from `url`: a Prometheus endpoint scraped before and after (`delta`), or
-    trtllm-serve's iteration stats drained before, polled during and taken after (`iteration_summary`)."""
+    trtllm-serve's iteration stats drained before, polled during and taken after (`iteration_summary`).
+    `previous`, the level before's, hands on the last iteration it read: the start of this level's KV-cache counts
+    when the drain before this level finds no newer one."""
 
-    def __init__(self, session: aiohttp.ClientSession, url: str) -> None:
+    def __init__(self, session: aiohttp.ClientSession, url: str, previous: LevelMetrics | None = None) -> None:
         self.session, self.url = session, url
         self.before: Scrape | None = None
         self.iterations: list[dict[str, Any]] = []
+        self.last_iteration = previous.last_iteration if previous else None
         self._stop = asyncio.Event()
         self._poller: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self.before = await scrape(self.session, self.url)  # iteration stats: earlier ones, dropped
         if isinstance(self.before, list):
+            self.last_iteration = _latest(self.before) or self.last_iteration
             self._poller = asyncio.create_task(self._poll())
 
     async def _poll(self) -> None:
@@ -164,7 +242,10 @@ class LevelMetrics:
             await self._poller  # a poll in flight holds stats already taken off the server's queue
         after = await scrape(self.session, self.url)
         if isinstance(self.before, list) and isinstance(after, list):
-            return {"iteration_stats": iteration_summary([*self.iterations, *after])}
+            stats, before = [*self.iterations, *after], self.last_iteration
+            self.last_iteration = _latest(stats) or before
+            kv = iteration_kv_reuse(stats, before)
+            return {"iteration_stats": iteration_summary(stats), **({"kv_reuse": kv} if kv else {})}
         if isinstance(self.before, tuple) and isinstance(after, tuple):
             return delta(self.before, after)
         return None

@@ -7,6 +7,10 @@ request, success, errors by class and abandoned requests by cause, accuracy, the
 compute time per request (deltas of its metrics over the level), and goodput under the sweep's SLOs (counted from
 the per-request rows, `llm_perf.requests.jsonl`). A value nobody measured is empty, never 0.
 
+`kv_reused_blocks` and `kv_hit_rate` are TensorRT-LLM's own KV-cache block reuse over the level (the summary's
+`server_metrics.kv_reuse`, trtsweep.perf.server_metrics): blocks matched and reused, and reused / (reused + missed).
+Empty where the server gave none: the hf backend, or Triton's hit rate (its metrics have no missed count).
+
 A point measured by a capacity search (the sweep's `benchmark.load`: llm-perf --search slo, the summary's `search`
 object) has its capacity on each of its rows, since it is the point's, not a level's: `capacity_rps` (the request
 rate of the highest load within the SLOs), `capacity_concurrency` (its concurrency, empty when the search raised
@@ -56,7 +60,7 @@ ACCURACY = ACCURACY_METRICS  # every score an SLO may judge by is a column
 COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT, *CAPACITY,
            *(f"{m}_{s}_ms" for m in LATENCIES for s in STATS), *ACCURACY, "accuracy_n",
            "server_requests", "server_queue_ms", "server_compute_ms", "server_batch_mean",
-           "server_kv_used_max")  # fmt: skip
+           "server_kv_used_max", "kv_reused_blocks", "kv_hit_rate")  # fmt: skip
 SLO_LATENCIES = {"ttft_p99_ms": "ttft_ms", "tpot_p99_ms": "tpot_ms", "e2e_p99_ms": "e2e_ms"}
 _VERSION = re.compile(r"^\|\s*server_version\s*\|\s*(\S+)", re.MULTILINE)
 
@@ -178,6 +182,9 @@ def _level_columns(summary: dict[str, Any], gpus: int) -> dict[str, Any]:
     out["server_compute_ms"] = model.get("compute_ms_per_request")
     out["server_batch_mean"] = iterations.get("batch_mean")  # requests scheduled per iteration
     out["server_kv_used_max"] = iterations.get("kv_used_fraction_max")
+    kv = server.get("kv_reuse") or {}  # TensorRT-LLM's own block reuse counts over the level (none on the hf backend)
+    out["kv_reused_blocks"] = kv.get("kv_reused_blocks")
+    out["kv_hit_rate"] = kv.get("kv_hit_rate")
     return out
 
 
