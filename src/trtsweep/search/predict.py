@@ -1,0 +1,239 @@
+"""The `predicted` strategy's predictor: NVIDIA AIConfigurator, run offline as its own CLI, never imported.
+
+AIConfigurator (``aiconfigurator==0.12.0``, ``REQUIREMENT``) predicts a TensorRT-LLM deployment from a performance
+database per GPU type (``h100_sxm``, ...) and database version; it needs only the model's ``config.json``. It
+needs numpy>=2 where trtsweep pins numpy<2, so it lives in a venv of its own and `predict` is given its
+``bin/aiconfigurator`` (``executable``; its successor ``aisimulate`` keeps the same command).
+
+Each configuration is one aggregated (in-flight batching) experiment of ``aiconfigurator cli exp``: its TP and PP
+fixed, its GEMM and KV cache quantization modes from our precision (``GEMM_MODES``, ``KV_CACHE_MODES``). The tool
+sweeps batch sizes and writes the Pareto frontier of its predictions to ``pareto.csv``; the prediction is that
+file's row with the most output tokens/s per GPU whose batch size is <= the configuration's ``max_batch_size``
+and whose TTFT, TPOT and request latency are within the SLO's ``ttft_p99_ms``, ``tpot_p99_ms``, ``e2e_p99_ms``
+(the tool predicts steady-state values, not p99s: the limits are applied to them as they are). With PP the tool
+keeps PP micro-batches of ``bs`` in flight: its concurrency is ``bs`` x PP.
+
+A configuration the tool cannot predict is unsupported, with the reason: a precision without a mode, or the
+tool's own error line (an architecture it does not know, a quantization mode its database lacks for the GPU,
+TP that does not divide the heads, no data for the model's shapes). Runs are cached in ``workdir`` by a hash
+of their inputs (the task, config.json, the executable's path).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trtsweep.errors import TrtsweepError
+
+REQUIREMENT = "aiconfigurator==0.12.0"
+EXPERIMENT = "trtsweep"
+RUN_TIMEOUT_S = 600
+REASON_CHARS = 300
+# nvidia-smi GPU name (upper case) -> AIConfigurator system, first match wins; only systems whose database has
+# TensorRT-LLM data (h100_pcie, a100_pcie, l4, a30 have none in 0.12.0; tests check each entry is there).
+SYSTEMS = (
+    (re.compile(r"GB300"), "gb300"),
+    (re.compile(r"GB200"), "gb200"),
+    (re.compile(r"B300"), "b300_sxm"),
+    (re.compile(r"B200"), "b200_sxm"),
+    (re.compile(r"H200(?!.*NVL)"), "h200_sxm"),
+    (re.compile(r"H100(?!.*(PCIE|NVL))"), "h100_sxm"),
+    (re.compile(r"A100(?!.*PCIE)"), "a100_sxm"),
+    (re.compile(r"L40S"), "l40s"),
+    (re.compile(r"RTX PRO 6000.*SERVER"), "rtx_pro_6000_server"),
+)
+# our precision -> AIConfigurator's GEMM quant mode; fp16 is modelled as bfloat16 (same kernels' speed, no fp16
+# mode); ModelOpt's fp8 has static per-tensor activation scales (fp8_static); AWQ is INT4 weights, 16-bit
+# activations (int4_wo); w4a8_awq has no mode (w4afp8 is for MoE layers only).
+GEMM_MODES = {
+    "fp16": "bfloat16", "bf16": "bfloat16", "fp8": "fp8_static", "int8_wo": "int8_wo", "int4_wo": "int4_wo",
+    "int4_awq": "int4_wo", "int8_sq": "sq", "nvfp4": "nvfp4",
+}  # fmt: skip
+KV_CACHE_MODES = {None: "bfloat16", "int8": "int8", "fp8": "fp8"}
+# trtsweep SLO key -> pareto.csv column it bounds (ms)
+LIMIT_COLUMNS = {"ttft_p99_ms": "ttft", "tpot_p99_ms": "tpot", "e2e_p99_ms": "request_latency"}
+COLUMNS = ("bs", "concurrency", "request_rate", "ttft", "tpot", "request_latency", "tokens/s/gpu")
+CONFIG_FIELDS = ("id", "precision", "tp", "pp", "max_batch_size")
+EXPERIMENT_ERROR = re.compile(rf"experiment '?{EXPERIMENT}'?(?: failed)?: (.+)", re.IGNORECASE)
+EXCEPTION_LINE = re.compile(r"^([\w.]*(?:Error|Exception)\w*: .+)")
+ERROR_LOG = re.compile(r"\[E\] \[[^\]]*\] (.+)")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """AIConfigurator's answer for one configuration. `supported` False: `reason` says why (measure it as in grid).
+    Supported with `reason`: no batch size meets the SLO (tokens 0). Numbers are None where the tool gave none."""
+
+    supported: bool
+    reason: str | None = None
+    tokens_per_s_per_gpu: float | None = None
+    concurrency: int | None = None
+    request_rate: float | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def system_for_gpu(name: str) -> str | None:
+    """The AIConfigurator system of an nvidia-smi GPU name ("NVIDIA H100 80GB HBM3" -> "h100_sxm"), None if its
+    database has no TensorRT-LLM data for that GPU."""
+    upper = name.upper()
+    return next((system for pattern, system in SYSTEMS if pattern.search(upper)), None)
+
+
+def quant_modes(precision: str, kv_cache_dtype: str | None) -> tuple[str, str] | str:
+    """(GEMM mode, KV cache mode) for AIConfigurator, or why there is none."""
+    if precision not in GEMM_MODES:
+        return f"precision {precision}: AIConfigurator has no GEMM quantization mode for it"
+    if kv_cache_dtype not in KV_CACHE_MODES:
+        return f"kv_cache_dtype {kv_cache_dtype}: AIConfigurator has no KV cache quantization mode for it"
+    return GEMM_MODES[precision], KV_CACHE_MODES[kv_cache_dtype]
+
+
+def predict(
+    configs: Iterable[dict[str, Any]], *, model_dir: Path, system: str, isl: int, osl: int, slo: dict[str, float],
+    version: str | None, workdir: Path, executable: str = "aiconfigurator", database_mode: str = "SILICON",
+    jobs: int = 2,
+) -> dict[str, Prediction]:  # fmt: skip
+    """Configuration id -> its Prediction. `configs`: {"id", "precision", "tp", "pp", "max_batch_size",
+    "kv_cache_dtype" (optional)}; `model_dir` holds config.json; `system` from `system_for_gpu`; `version` the
+    performance database version (None: the tool's current one); `database_mode` SILICON (measured data only)
+    or HYBRID (also estimates shapes it has not measured); `jobs` tool processes at once."""
+    tool = shutil.which(executable)
+    if tool is None:
+        raise TrtsweepError(
+            f"AIConfigurator is not installed: pip install '{REQUIREMENT}' in a venv of its own (it needs numpy>=2, "
+            f"trtsweep pins numpy<2) and give its bin/aiconfigurator (executable {executable!r} not found)"
+        )
+    config_json = model_dir / "config.json"
+    if not config_json.is_file():
+        raise TrtsweepError(f"{config_json}: not found (AIConfigurator reads the model's shape from config.json)")
+    out: dict[str, Prediction] = {}
+    tasks: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    for config in configs:
+        _check(config)
+        modes = quant_modes(config["precision"], config.get("kv_cache_dtype"))
+        if isinstance(modes, str):
+            out[config["id"]] = Prediction(supported=False, reason=modes)
+            continue
+        task = _task(config, modes, model_dir, system, isl, osl, slo, version, database_mode)
+        key = _key(task, config_json.read_bytes(), tool)
+        tasks.setdefault(key, (task, []))[1].append(config)
+    workdir.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        runs = dict(zip(tasks, pool.map(lambda k: _run(tool, tasks[k][0], workdir / k), tasks), strict=True))
+    for key, (_, group) in tasks.items():
+        for config in group:
+            out[config["id"]] = _prediction(runs[key], config["max_batch_size"], slo)
+    return out
+
+
+def _check(config: dict[str, Any]) -> None:
+    for field in CONFIG_FIELDS:
+        if field not in config:
+            raise TrtsweepError(f"configuration {config.get('id', '?')}: no {field!r} (expected {CONFIG_FIELDS})")
+
+
+def _task(
+    config: dict[str, Any], modes: tuple[str, str], model_dir: Path, system: str, isl: int, osl: int,
+    slo: dict[str, float], version: str | None, database_mode: str,
+) -> dict[str, Any]:  # fmt: skip
+    """One aggregated experiment of `aiconfigurator cli exp` (its flat task schema) fixed to this configuration."""
+    gpus = config["tp"] * config["pp"]
+    task: dict[str, Any] = {
+        "serving_mode": "agg", "model_path": str(model_dir.resolve()), "system_name": system, "backend_name": "trtllm",
+        "database_mode": database_mode, "isl": isl, "osl": osl, "total_gpus": gpus,
+        "gemm_quant_mode": modes[0], "kvcache_quant_mode": modes[1],
+        "agg_num_gpu_candidates": [gpus], "agg_tp_candidates": [config["tp"]], "agg_pp_candidates": [config["pp"]],
+        "agg_dp_candidates": [1],
+    }  # fmt: skip
+    if version is not None:
+        task["backend_version"] = version
+    for key, field in (("ttft_p99_ms", "ttft"), ("tpot_p99_ms", "tpot")):
+        if key in slo:
+            task[field] = float(slo[key])
+    return task
+
+
+def _key(task: dict[str, Any], config_json: bytes, tool: str) -> str:
+    digest = hashlib.sha256(json.dumps([task, tool], sort_keys=True).encode() + config_json)
+    return digest.hexdigest()[:20]
+
+
+def _run(tool: str, task: dict[str, Any], dest: Path) -> Path | str:
+    """The run's pareto.csv, or the tool's error line; cached in `dest` (a directory renamed into place whole)."""
+    if not dest.is_dir():
+        tmp = Path(tempfile.mkdtemp(prefix=f"{dest.name}.", dir=dest.parent))
+        _execute(tool, task, tmp)
+        try:
+            tmp.rename(dest)
+        except OSError:  # another run put it in place first
+            shutil.rmtree(tmp)
+    found = sorted(dest.glob(f"out/*/{EXPERIMENT}/pareto.csv"))
+    return found[0] if found else (dest / "error.txt").read_text()
+
+
+def _execute(tool: str, task: dict[str, Any], where: Path) -> None:
+    spec = where / "task.yaml"
+    spec.write_text(yaml.safe_dump({"exps": [EXPERIMENT], EXPERIMENT: task}, sort_keys=False))
+    command = [tool, "cli", "exp", "--yaml-path", str(spec), "--save-dir", str(where / "out"), "--top-n", "1"]
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        (where / "error.txt").write_text(f"AIConfigurator ran past {RUN_TIMEOUT_S} s")
+        return
+    output = proc.stdout + proc.stderr
+    (where / "tool.log").write_text(output)
+    if not list(where.glob(f"out/*/{EXPERIMENT}/pareto.csv")):
+        (where / "error.txt").write_text(_error_line(output, proc.returncode))
+
+
+def _error_line(output: str, returncode: int) -> str:
+    """The tool's own reason: its line about the experiment, else the last exception, else its last error."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for pattern in (EXPERIMENT_ERROR, EXCEPTION_LINE, ERROR_LOG):
+        found = [match.group(1) for line in lines if (match := pattern.search(line))]
+        if found:
+            reason = found[-1]
+            return reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 3] + "..."
+    return f"AIConfigurator exited {returncode} without a result"
+
+
+def _prediction(run: Path | str, max_batch_size: int, slo: dict[str, float]) -> Prediction:
+    if isinstance(run, str):
+        return Prediction(supported=False, reason=run)
+    with run.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    missing = [column for column in COLUMNS if rows and column not in rows[0]]
+    if missing:
+        return Prediction(supported=False, reason=f"{run.name}: no column {missing[0]!r} (AIConfigurator 0.12 format)")
+    met = [row for row in rows if int(float(row["bs"])) <= max_batch_size and _meets(row, slo)]
+    if not met:
+        reason = f"no batch size <= {max_batch_size} is predicted to meet the SLO"
+        return Prediction(supported=True, reason=reason, tokens_per_s_per_gpu=0.0)
+    best = max(met, key=lambda row: (float(row["tokens/s/gpu"]), -float(row["concurrency"])))
+    return Prediction(
+        supported=True, tokens_per_s_per_gpu=float(best["tokens/s/gpu"]), concurrency=int(float(best["concurrency"])),
+        request_rate=float(best["request_rate"]), ttft_ms=float(best["ttft"]), tpot_ms=float(best["tpot"]),
+    )  # fmt: skip
+
+
+def _meets(row: dict[str, str], slo: dict[str, float]) -> bool:
+    return all(float(row[column]) <= slo[key] for key, column in LIMIT_COLUMNS.items() if key in slo)
