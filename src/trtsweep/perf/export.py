@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from trtsweep.common.fileio import atomic_write_text, atomic_writer
 
 if TYPE_CHECKING:
@@ -109,18 +111,47 @@ def paths(export_file: Path) -> dict[str, Path]:
     }
 
 
+# below this many nanoseconds (99 days) a double's error is under 1 ns: `ms_since` may round with integers
+MS_EXACT = 2**33 * 10**6
+VECTOR_FROM = 96  # chunks from which numpy converts a response's times faster than a loop
+
+
+def ms_since(ns: int, t0: int) -> float:
+    """`round((ns - t0) / 1e6, 4)` (ms, to 0.1 us), the same float, in a third of the time: the integer quotient of
+    100 ns rounded to nearest is the same decimal (a value 1 ns or more from a tie stays on its side once a double),
+    and its division by 1e4 the double nearest it, as `round` returns; ties, negatives and the far future are left
+    to `round`."""
+    delta = ns - t0
+    tenths, rest = divmod(delta, 100)
+    if rest == 50 or not 0 <= delta < MS_EXACT:
+        return round(delta / 1e6, 4)
+    return (tenths + (rest > 50)) / 1e4
+
+
+def ms_list(stamps: Sequence[int], t0: int) -> list[float]:
+    """`[ms_since(t, t0) for t in stamps]`, the same floats: a long response's as numpy arrays (the same integer
+    arithmetic, and the same IEEE division of each exact integer by 1e4), each left to `round` as there."""
+    if len(stamps) < VECTOR_FROM:
+        return [ms_since(t, t0) for t in stamps]
+    delta = np.asarray(stamps, dtype=np.int64) - t0
+    tenths, rest = np.divmod(delta, 100)
+    out: list[float] = ((tenths + (rest > 50)) / 1e4).tolist()
+    for i in np.flatnonzero((rest == 50) | (delta < 0) | (delta >= MS_EXACT)).tolist():
+        out[i] = round(int(delta[i]) / 1e6, 4)
+    return out
+
+
 def request_row(level: int, result: RequestResult, m: RequestMetrics, max_tokens: int, t0: int) -> dict[str, Any]:
     """One request as exported: times in ms since the run's first request, its text, counts, metrics, error."""
-    ms = lambda ns: round((ns - t0) / 1e6, 4)  # noqa: E731
     row = {
         "level": level,
         "seq": result.seq,
         "record": result.record_index,
         "warmup": result.warmup,
         "max_tokens": max_tokens,
-        "sent_ms": ms(result.sent_ns),
-        "chunk_ms": [ms(t) for t in result.chunk_ns],
-        "end_ms": ms(result.end_ns) if result.end_ns else None,
+        "sent_ms": ms_since(result.sent_ns, t0),
+        "chunk_ms": ms_list(result.chunk_ns, t0),
+        "end_ms": ms_since(result.end_ns, t0) if result.end_ns else None,
         "text": result.text,
         "chunks": len(result.chunk_ns),
         "input_tokens": m.input_tokens,
@@ -182,10 +213,8 @@ def write_all(
         handle.write(', "levels": [\n')
         for i, level in enumerate(levels):
             handle.write(("," if i else "") + strict_json(level, None)[:-2] + ', "requests": [\n')
-            first = True
-            for line in log.lines(i) if i < len(log.ranges) else ():
-                handle.write(line if first else ",\n" + line)
-                first = False
+            for piece in log.joined(i) if i < len(log.ranges) else ():
+                handle.write(piece)
             handle.write("]}\n")
         references = [{"index": r.index, "reference": r.reference} for r in records]
         handle.write('], "records": ' + strict_json(references, None)[:-1] + "}\n")

@@ -6,7 +6,7 @@
   own shard (`shard(i)`: `<spool stem>.<i>.jsonl`), and the read-back merges the shards by finish time.
 * `RequestLog`: `<export>.requests.jsonl`, every request's row with its metrics (the rows of the profile
   export), one line each, level after level; each level's byte range is kept so the profile export copies
-  the rows without parsing them.
+  the rows without parsing them, a block at a time.
 """
 
 from __future__ import annotations
@@ -72,6 +72,10 @@ def _finished(result: RequestResult) -> int:
     return result.end_ns or (result.chunk_ns[-1] if result.chunk_ns else result.sent_ns)
 
 
+# json.dumps(row, ensure_ascii=False, allow_nan=False), without making an encoder per row
+ROW_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
 class RequestLog:
     """Every measured request's row, level after level (JSON lines)."""
 
@@ -85,7 +89,7 @@ class RequestLog:
         self.start = self.file.tell()
 
     def write(self, row: dict[str, Any]) -> None:
-        self.file.write((json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8"))
+        self.file.write((ROW_ENCODER.encode(row) + "\n").encode("utf-8"))
 
     def end(self) -> None:
         """Close the current level's range (its rows are flushed to disk)."""
@@ -99,6 +103,20 @@ class RequestLog:
             handle.seek(start)
             while handle.tell() < end:
                 yield handle.readline().decode("utf-8").rstrip("\n")
+
+    def joined(self, level: int, size: int = 1 << 20) -> Iterator[str]:
+        """The JSON lines of one level joined by ",\n" (none after the last), in pieces of about `size` bytes: the
+        profile copies a level's rows as they are, a block at a time (a row has no newline of its own: JSON escapes
+        it, and no other UTF-8 character has its byte)."""
+        start, end = self.ranges[level]
+        with self.path.open("rb") as handle:
+            handle.seek(start)
+            while (left := end - handle.tell()) > 0:
+                piece = handle.read(min(size, left))
+                if not piece.endswith(b"\n"):  # the range ends with a line: finish this one
+                    piece += handle.readline()
+                more = ",\n" if handle.tell() < end else ""
+                yield piece.decode("utf-8")[:-1].replace("\n", ",\n") + more
 
     def rows(self, level: int) -> Iterator[dict[str, Any]]:
         for line in self.lines(level):
