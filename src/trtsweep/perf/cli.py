@@ -14,6 +14,14 @@ from trtsweep.errors import TrtsweepError
 from trtsweep.perf import export
 from trtsweep.perf.benchmark import BenchmarkConfig, LevelReport, run
 from trtsweep.perf.conversations import HISTORIES, ConversationSpec
+from trtsweep.perf.dataset import (
+    DEFAULT_OUTPUT,
+    DEFAULT_PROMPTS,
+    LENGTH_FORMS,
+    Lengths,
+    SyntheticSpec,
+    parse_lengths,
+)
 from trtsweep.perf.protocols import Endpoint
 from trtsweep.perf.search import VARIABLES, Search, SearchSpec, check_slo
 from trtsweep.perf.workloads import DEFAULT_BLOCK_SIZE, FORMATS, TraceSpec
@@ -119,14 +127,12 @@ def positive(text: str) -> float:
     return value
 
 
-def mean_std(text: str) -> tuple[float, float]:
+def lengths(text: str) -> Lengths:
+    """An argparse type: a token-length distribution (dataset.LENGTH_FORMS)."""
     try:
-        values = [float(v) for v in text.split(",")]
+        return parse_lengths(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected MEAN[,STD], got {text!r}") from exc
-    if len(values) not in (1, 2) or values[0] < 1 or (len(values) == 2 and values[1] < 0):
-        raise argparse.ArgumentTypeError(f"expected MEAN>=1[,STD>=0], got {text!r}")
-    return values[0], values[1] if len(values) == 2 else 0.0
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def think_time(text: str) -> tuple[float, float]:
@@ -231,9 +237,15 @@ def parser() -> argparse.ArgumentParser:
                    "it)")  # fmt: skip
     p.add_argument("--slo", type=slo_spec, default={}, help="goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=2s")
     p.add_argument("--input-data", type=Path, help="jsonl prompts ({'input': ..., 'output': ...})")
-    p.add_argument("--synthetic-input-tokens", type=mean_std, help="no --input-data: prompt tokens MEAN[,STD]")
-    p.add_argument("--synthetic-output-tokens", type=mean_std, default=(128.0, 0.0), help="output tokens MEAN[,STD]")
-    p.add_argument("--num-prompts", type=int, default=100, help="synthetic prompts to generate")
+    p.add_argument("--synthetic-input-tokens", type=lengths, metavar="DIST", help="no --input-data: prompt tokens "
+                   f"of synthetic prompts, DIST: {LENGTH_FORMS}")  # fmt: skip
+    p.add_argument("--synthetic-output-tokens", type=lengths, metavar="DIST", help="their output tokens (default "
+                   f"{DEFAULT_OUTPUT})")  # fmt: skip
+    p.add_argument("--synthetic-lengths-from", type=Path, metavar="FILE", help="synthetic prompts with the (input, "
+                   "output) token counts of this prompts file's records ({'input': ..., 'output': ...}), drawn with "
+                   "--seed; instead of --synthetic-input-tokens")  # fmt: skip
+    p.add_argument("--num-prompts", type=count(1), help=f"synthetic prompts to generate (default {DEFAULT_PROMPTS}; "
+                   "with --synthetic-lengths-from, one per record)")  # fmt: skip
     p.add_argument(
         "--shared-prefix-count", type=count(1), metavar="N",
         help="N prefixes shared by the requests (record i gets prefix i mod N before its own text; chat records as "
@@ -370,6 +382,22 @@ def conversations_from_args(args: argparse.Namespace) -> ConversationSpec | None
     return ConversationSpec(args.conversations, args.history or "served", args.think_time_ms or (0.0, 0.0))
 
 
+def synthetic_from_args(args: argparse.Namespace) -> SyntheticSpec | None:
+    """Synthetic prompts' count and lengths (None without --synthetic-input-tokens or --synthetic-lengths-from)."""
+    if args.synthetic_lengths_from is not None:
+        flags = {"--synthetic-input-tokens": args.synthetic_input_tokens,
+                 "--synthetic-output-tokens": args.synthetic_output_tokens}  # fmt: skip
+        given = [flag for flag, value in flags.items() if value is not None]
+        if given:
+            raise TrtsweepError(f"{', '.join(given)}: not with --synthetic-lengths-from, which takes both lengths "
+                                "from its records")  # fmt: skip
+        return SyntheticSpec(args.num_prompts, None, None, args.synthetic_lengths_from)
+    if args.synthetic_input_tokens is None:
+        return None
+    output = args.synthetic_output_tokens or DEFAULT_OUTPUT
+    return SyntheticSpec(args.num_prompts, args.synthetic_input_tokens, output)
+
+
 def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
     extra = {**args.extra_inputs, **args.extra_inputs_json}
     if args.ignore_eos:
@@ -410,9 +438,7 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
         shared_prefix=shared_prefix_from_args(args),
         trace=trace_from_args(args),
         conversations=conversations_from_args(args),
-        synthetic=(args.num_prompts, args.synthetic_input_tokens, args.synthetic_output_tokens)
-        if args.synthetic_input_tokens
-        else None,
+        synthetic=synthetic_from_args(args),
     )
 
 

@@ -4,16 +4,20 @@ Accepted record shapes (one JSON object per line; blank lines are skipped):
 * ``{"input": "<prompt>", "output": "<reference answer>"}`` (``output`` optional), extra keys kept;
 * ``{"messages": [{"role": ..., "content": ...}, ...], "output": ...}`` (chat records).
 An optional ``max_tokens`` (int) sets that record's output length.
+
+Synthetic prompts (`synthetic`) take their token lengths from distributions (`Lengths`: normal, lognormal, uniform,
+fixed) or from a data set's real (input, reference output) pairs (`length_pairs`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from trtsweep.errors import TrtsweepError
 
@@ -98,12 +102,135 @@ def load_jsonl(path: Path) -> list[Record]:
     return records
 
 
+DEFAULT_PROMPTS = 100
+LENGTH_FORMS = "normal:MEAN[,STD], lognormal:MEDIAN,SIGMA, uniform:LO,HI or fixed:N (MEAN[,STD] is normal)"
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """A distribution of token lengths: normal (`a` mean, `b` std), lognormal (`a` median, `b` sigma of the log),
+    uniform (integers `a` to `b`, both included) or fixed (`a`). Each draw is rounded and at least 1."""
+
+    kind: str
+    a: float
+    b: float = 0.0
+
+    def draw(self, rng: random.Random) -> int:
+        if self.kind == "normal":
+            value = rng.gauss(self.a, self.b)
+        elif self.kind == "lognormal":
+            value = rng.lognormvariate(math.log(self.a), self.b)
+        elif self.kind == "uniform":
+            value = rng.randint(int(self.a), int(self.b))
+        else:
+            value = self.a
+        return max(1, round(value))
+
+    def __str__(self) -> str:
+        numbers = [self.a] if self.kind == "fixed" else [self.a, self.b]
+        return f"{self.kind}:" + ",".join(f"{v:g}" for v in numbers)
+
+
+DEFAULT_OUTPUT = Lengths("normal", 128.0)  # --synthetic-output-tokens' default (128 tokens, drawn as before)
+
+# kind -> (its numbers, whether they are integers, what they must be)
+_LENGTH_KINDS = {"normal": ((1, 2), False, "MEAN>=1[,STD>=0]"), "lognormal": ((2,), False, "MEDIAN>=1,SIGMA>=0"),
+                 "uniform": ((2,), True, "integers 1<=LO<=HI"), "fixed": ((1,), True, "an integer N>=1")}  # fmt: skip
+
+
+def parse_lengths(text: str) -> Lengths:
+    """`normal:512,64`, `512,64` (normal), `lognormal:512,0.5`, `uniform:64,1024`, `fixed:128` -> Lengths;
+    ValueError saying what is expected otherwise."""
+    kind, _, numbers = text.rpartition(":")
+    kind = kind or "normal"
+    if kind not in _LENGTH_KINDS:
+        raise ValueError(f"unknown distribution {kind!r}: expected {LENGTH_FORMS}, got {text!r}")
+    counts, integers, expected = _LENGTH_KINDS[kind]
+    try:
+        values = [float(v) for v in numbers.split(",")]
+    except ValueError:
+        values = []
+    ok = len(values) in counts and all(math.isfinite(v) for v in values) and values[0] >= 1
+    ok = ok and (not integers or all(v.is_integer() for v in values))
+    ok = ok and (len(values) < 2 or (values[1] >= values[0] if kind == "uniform" else values[1] >= 0))
+    if not ok:
+        raise ValueError(f"expected {kind} as {expected}, got {text!r}")
+    return Lengths(kind, *values)
+
+
+def length_pairs(path: Path, count: Callable[[str], int]) -> list[tuple[int, int]]:
+    """(input tokens, reference output tokens) of every record of a prompts file, counted with `count`; a record
+    without an `input` text or with a missing or blank `output` raises one line naming file and line."""
+    pairs = []
+    for record in load_jsonl(path):
+        where = f"{path}:{record.lineno}"
+        if record.input is None:
+            raise TrtsweepError(f"{where}: --synthetic-lengths-from needs an 'input' text (its token count is a "
+                                "prompt length), this record has only 'messages'")  # fmt: skip
+        if record.reference is None or not record.reference.strip():
+            raise TrtsweepError(f"{where}: --synthetic-lengths-from needs a non-blank 'output' (its token count is an "
+                                "output length)")  # fmt: skip
+        pairs.append((count(record.input), count(record.reference)))
+    return pairs
+
+
+def drawn_pairs(pairs: list[tuple[int, int]], count: int, rng: random.Random) -> list[tuple[int, int]]:
+    """`count` of `pairs` in a seeded order: every pair once per pass (shuffled), as many passes as it takes."""
+    out: list[tuple[int, int]] = []
+    while len(out) < count:
+        out += rng.sample(pairs, len(pairs))
+    return out[:count]
+
+
+class SyntheticSpec(NamedTuple):
+    """Synthetic prompts: how many (None: DEFAULT_PROMPTS, or one per record of `lengths_from`), their input and
+    output token lengths (distributions), or `lengths_from`: a prompts file whose records' (input, output) token
+    counts are drawn instead."""
+
+    count: int | None
+    input_tokens: Lengths | None
+    output_tokens: Lengths | None
+    lengths_from: Path | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """As the exports' configuration shows it (distributions as their flags write them)."""
+        text = lambda value: None if value is None else str(value)  # noqa: E731
+        return {"prompts": self.count, "input_tokens": text(self.input_tokens),
+                "output_tokens": text(self.output_tokens), "lengths_from": text(self.lengths_from)}  # fmt: skip
+
+    def source(self) -> str:
+        """Where the lengths came from, as the exports say (`length_source`)."""
+        if self.lengths_from is not None:
+            return f"file {self.lengths_from}"
+        return f"input {self.input_tokens}, output {self.output_tokens}"
+
+
+def _wanted(tokenizer: Any, spec: SyntheticSpec, rng: random.Random) -> Iterator[tuple[int, int]]:
+    """Each prompt's (input, output) tokens: drawn from the distributions as each prompt is made (the seeded order of
+    draws of token-norm-dist), or the file's pairs, drawn at once."""
+    if spec.lengths_from is not None:
+        pairs = length_pairs(spec.lengths_from, lambda text: len(tokenizer.encode(text, add_special_tokens=False)))
+        for want_in, want_out in drawn_pairs(pairs, len(pairs) if spec.count is None else spec.count, rng):
+            yield max(1, want_in), want_out  # an empty input is a prompt of one token
+        return
+    assert spec.input_tokens is not None and spec.output_tokens is not None
+    for _ in range(DEFAULT_PROMPTS if spec.count is None else spec.count):
+        yield spec.input_tokens.draw(rng), spec.output_tokens.draw(rng)
+
+
 def synthetic(
-    tokenizer: Any, count: int, input_tokens: tuple[float, float], output_tokens: tuple[float, float], seed: int
+    tokenizer: Any,
+    count: int | None,
+    input_tokens: Lengths | tuple[float, float] | None,
+    output_tokens: Lengths | tuple[float, float],
+    lengths_from: Path | None = None,
+    *,
+    seed: int,
 ) -> list[Record]:
-    """`count` prompts whose token lengths follow normal distributions (mean, std), like TRT-LLM's
-    `prepare_dataset.py token-norm-dist`: words drawn from the tokenizer's own vocabulary, cut to the sampled
-    number of tokens; each record's `max_tokens` drawn from the output distribution (at least 1)."""
+    """Prompts whose token lengths follow distributions (a `(mean, std)` pair is a normal one, like TRT-LLM's
+    `prepare_dataset.py token-norm-dist`), or are the (input, output) token counts of `lengths_from`'s records drawn
+    with the seed (`SyntheticSpec`): words drawn from the tokenizer's own vocabulary, cut to the input length; each
+    record's `max_tokens` the output length."""
     rng = random.Random(seed)
     vocab = sorted(
         word for word in (tokenizer.convert_tokens_to_string([t]).strip() for t in tokenizer.get_vocab())
@@ -111,11 +238,11 @@ def synthetic(
     )  # fmt: skip
     if not vocab:
         raise TrtsweepError("synthetic prompts: the tokenizer has no plain words to draw from")
+    normal = lambda d: d if isinstance(d, Lengths) or d is None else Lengths("normal", *d)  # noqa: E731
+    spec = SyntheticSpec(count, normal(input_tokens), normal(output_tokens), lengths_from)
     records = []
-    for index in range(count):
-        want_in = max(1, round(rng.gauss(*input_tokens)))
-        want_out = max(1, round(rng.gauss(*output_tokens)))
+    for index, (want_in, want_out) in enumerate(_wanted(tokenizer, spec, rng)):
         ids = tokenizer.encode(" ".join(rng.choice(vocab) for _ in range(want_in)), add_special_tokens=False)
         text = tokenizer.decode(ids[:want_in])
-        records.append(Record(index, text, None, None, want_out, {"synthetic_input_tokens": want_in}))
+        records.append(Record(index, text, None, None, max(1, want_out), {"synthetic_input_tokens": want_in}))
     return records

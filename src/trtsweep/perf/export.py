@@ -204,7 +204,9 @@ def write_all(
     """The summary, CSV and profile export of the levels so far (and the SLO search's state, when one runs). The
     profile is streamed: each level's request rows are copied from the request log, so writing it costs one pass
     over the log and no memory."""
-    levels = [{**level_info(rep.level), "summary": rep.summary} for rep in reports]
+    source = config.length_source()
+    lengths = {"length_source": source} if source else {}
+    levels = [{**level_info(rep.level), **lengths, "summary": rep.summary} for rep in reports]
     out = paths(export_file)
     head = {"started_unix": started, "config": config.as_dict(), **({"search": search} if search else {})}
     summary = {**head, "levels": levels}

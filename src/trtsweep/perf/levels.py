@@ -10,6 +10,7 @@ from typing import Any
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.conversations import ConversationSpec
+from trtsweep.perf.dataset import SyntheticSpec
 from trtsweep.perf.protocols import Endpoint
 from trtsweep.perf.runner import TRACE, Level
 from trtsweep.perf.search import SearchSpec
@@ -38,7 +39,8 @@ class BenchmarkConfig:
     export_file: Path | None = None
     scorer: str | None = None
     server_metrics_url: str | None = None
-    synthetic: tuple[int, tuple[float, float], tuple[float, float]] | None = None  # count, input, output (mean, std)
+    # synthetic prompts: their count and token lengths (distributions, or a prompts file's pairs)
+    synthetic: SyntheticSpec | None = None
     # Triton protocols: the server id (`--id`) the server must report before and after every level
     expect_server_id: str | None = None
     # --search slo: the levels are chosen one by one by the SLO capacity search (`level`), not listed
@@ -81,7 +83,7 @@ class BenchmarkConfig:
         if self.search is not None or self.concurrency or self.request_rate:
             raise TrtsweepError("--trace replays the trace's times: give no --concurrency, --request-rate or --search")
         if self.input_data is not None or self.synthetic is not None:
-            raise TrtsweepError("--trace makes its own prompts: give no --input-data or --synthetic-input-tokens")
+            raise TrtsweepError("--trace makes its own prompts: give no --input-data or --synthetic-* prompts")
         if self.conversations is not None:
             raise TrtsweepError("--conversations: not with --trace (a replay sends the trace's requests)")
         if self.shared_prefix is not None:
@@ -107,7 +109,7 @@ class BenchmarkConfig:
                                 "--search")  # fmt: skip
         if self.input_data is not None or self.synthetic is not None or self.shared_prefix is not None:
             raise TrtsweepError("--conversations sends the conversations' turns: give no --input-data, "
-                                "--synthetic-input-tokens or --shared-prefix-*")  # fmt: skip
+                                "synthetic prompts (--synthetic-*) or --shared-prefix-*")  # fmt: skip
         if self.workers is not None and self.workers > 1:
             raise TrtsweepError(f"--workers {self.workers}: conversations are sent from llm-perf's own process "
                                 "(each turn waits for the answer before it); give --workers 1 or none")  # fmt: skip
@@ -128,7 +130,13 @@ class BenchmarkConfig:
             out["trace"] = {**out["trace"], "path": str(self.trace.path), "format": self.trace.resolved_format()}
         if self.conversations is not None:
             out["conversations"] = {**out["conversations"], "path": str(self.conversations.path)}
+        if self.synthetic is not None:
+            out["synthetic"] = self.synthetic.as_dict()
         return out
+
+    def length_source(self) -> str | None:
+        """Where synthetic prompts' lengths came from (`length_source` in the exports); None for other prompts."""
+        return self.synthetic.source() if self.synthetic is not None and self.input_data is None else None
 
 
 @dataclass
