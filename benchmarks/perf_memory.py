@@ -7,8 +7,9 @@ samples the child's RSS (/proc/PID/status VmRSS) and the size of the level's spo
 --interval seconds. Prints one table row: RSS at the start of the load, its peak and end during the load; the time
 from the nominal end of the load (start + duration) to the client's exit (`post_s`: an upper bound, it includes the
 client's start-up) and from the last growth of the spool, the load's real end, to the exit (`after_load_s`: the
-post-processing, statistics and export, and the exit), each also per 100k requests; the peak RSS after the load,
-the requests measured and the export's size.
+post-processing, statistics and export, and the exit), each also per 100k requests, with the client's CPU seconds
+in that time (its own process, up to its last sample: on a busy machine the steadier number); the peak RSS after
+the load, the requests measured and the export's size.
 Targets (issues 10, 26): RSS during load within 100 MB of its start; post-processing under 10 s per 100k requests,
 under 5 s with workers.
 Run: .venv/bin/python benchmarks/perf_memory.py [--duration 600] [--concurrency 256] [--workers N]
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -36,6 +38,15 @@ def rss_mb(pid: int) -> float | None:
     except (FileNotFoundError, ProcessLookupError):
         return None
     return None
+
+
+def cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) the process has used (its own, not its children's), None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def spool_bytes(export: Path) -> int:
@@ -61,12 +72,14 @@ def measure(url: str, data: Path, export: Path, duration: float, concurrency: in
     post: list[float] = []
     load_end = start + duration
     spooled, grown = 0, start
+    cpu = cpu_grown = 0.0
     while proc.poll() is None:
         value = rss_mb(proc.pid)
         if value is not None:
             (load if time.monotonic() < load_end else post).append(value)
+        cpu = cpu_s(proc.pid) or cpu
         if (size := spool_bytes(export)) > spooled:
-            spooled, grown = size, time.monotonic()
+            spooled, grown, cpu_grown = size, time.monotonic(), cpu
         time.sleep(interval)
     exited = time.monotonic()
     if proc.returncode != 0:
@@ -79,7 +92,8 @@ def measure(url: str, data: Path, export: Path, duration: float, concurrency: in
         "rss_start_mb": load[1] if len(load) > 1 else "-", "rss_peak_load_mb": max(load, default=0.0),
         "rss_end_load_mb": load[-1] if load else "-", "post_s": exited - load_end,
         "post_s_per_100k": (exited - load_end) * per_100k, "after_load_s": exited - grown,
-        "after_load_s_per_100k": (exited - grown) * per_100k, "rss_peak_post_mb": max(post, default=0.0),
+        "after_load_s_per_100k": (exited - grown) * per_100k, "after_load_cpu_s": cpu - cpu_grown,
+        "rss_peak_post_mb": max(post, default=0.0),
         "export_mb": export.stat().st_size / 1e6,
     }  # fmt: skip
 

@@ -138,6 +138,16 @@ _LENGTH_KINDS = {"normal": ((1, 2), False, "MEAN>=1[,STD>=0]"), "lognormal": ((2
                  "uniform": ((2,), True, "integers 1<=LO<=HI"), "fixed": ((1,), True, "an integer N>=1")}  # fmt: skip
 
 
+def _fits(kind: str, values: list[float]) -> bool:
+    """Whether `values` are the numbers a `kind` of distribution takes (_LENGTH_KINDS)."""
+    counts, integers, _ = _LENGTH_KINDS[kind]
+    if len(values) not in counts or not all(math.isfinite(v) for v in values) or values[0] < 1:
+        return False
+    if integers and not all(v.is_integer() for v in values):
+        return False
+    return len(values) < 2 or values[1] >= (values[0] if kind == "uniform" else 0)
+
+
 def parse_lengths(text: str) -> Lengths:
     """`normal:512,64`, `512,64` (normal), `lognormal:512,0.5`, `uniform:64,1024`, `fixed:128` -> Lengths;
     ValueError saying what is expected otherwise."""
@@ -145,16 +155,12 @@ def parse_lengths(text: str) -> Lengths:
     kind = kind or "normal"
     if kind not in _LENGTH_KINDS:
         raise ValueError(f"unknown distribution {kind!r}: expected {LENGTH_FORMS}, got {text!r}")
-    counts, integers, expected = _LENGTH_KINDS[kind]
     try:
         values = [float(v) for v in numbers.split(",")]
     except ValueError:
         values = []
-    ok = len(values) in counts and all(math.isfinite(v) for v in values) and values[0] >= 1
-    ok = ok and (not integers or all(v.is_integer() for v in values))
-    ok = ok and (len(values) < 2 or (values[1] >= values[0] if kind == "uniform" else values[1] >= 0))
-    if not ok:
-        raise ValueError(f"expected {kind} as {expected}, got {text!r}")
+    if not _fits(kind, values):
+        raise ValueError(f"expected {kind} as {_LENGTH_KINDS[kind][2]}, got {text!r}")
     return Lengths(kind, *values)
 
 
@@ -222,7 +228,7 @@ def synthetic(
     tokenizer: Any,
     count: int | None,
     input_tokens: Lengths | tuple[float, float] | None,
-    output_tokens: Lengths | tuple[float, float],
+    output_tokens: Lengths | tuple[float, float] | None,
     lengths_from: Path | None = None,
     *,
     seed: int,
@@ -238,8 +244,8 @@ def synthetic(
     )  # fmt: skip
     if not vocab:
         raise TrtsweepError("synthetic prompts: the tokenizer has no plain words to draw from")
-    normal = lambda d: d if isinstance(d, Lengths) or d is None else Lengths("normal", *d)  # noqa: E731
-    spec = SyntheticSpec(count, normal(input_tokens), normal(output_tokens), lengths_from)
+    as_lengths = lambda d: d if isinstance(d, Lengths) or d is None else Lengths("normal", *d)  # noqa: E731
+    spec = SyntheticSpec(count, as_lengths(input_tokens), as_lengths(output_tokens), lengths_from)
     records = []
     for index, (want_in, want_out) in enumerate(_wanted(tokenizer, spec, rng)):
         ids = tokenizer.encode(" ".join(rng.choice(vocab) for _ in range(want_in)), add_special_tokens=False)
