@@ -26,6 +26,13 @@ options:
         read on the controller while planning, and a missing, unreadable or malformed one fails the plan with
         its file and line.
       - Default the trtsweep checkout holding C(sweep.yml), else the current directory.
+  search_round:
+    type: int
+    default: 1
+    description:
+      - The round of the sweep's C(search) to plan (1 the run's first plan). A later round is decided from the
+        results of the rounds before it (trtsweep.search), and closes the round before (its unfinished points lost).
+  run_id: {type: str, description: "The run's id (from its first round's plan): a later round keeps it."}
 attributes:
   check_mode: {support: full}
 """
@@ -49,6 +56,8 @@ kept: {description: Points complete from an earlier run (not rerun)., returned: 
 left_out: {description: Points not matched by O(only)., returned: success, type: list, elements: str}
 unplaced: {description: "Points failed at preflight: point, cause.", returned: success, type: list, elements: dict}
 table: {description: The placement as text., returned: success, type: str}
+search: {description: "The round: strategy, round, points, more (a next round is to be planned), dropped (config,
+  round, why).", returned: success, type: dict}
 results_dir: {description: "results/<sweep> on the controller.", returned: success, type: str}
 """
 
@@ -67,6 +76,8 @@ def main():
             "force": {"type": "bool", "default": False},
             "only": {"type": "str"},
             "base_dir": {"type": "path"},
+            "search_round": {"type": "int", "default": 1},
+            "run_id": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -77,6 +88,7 @@ def main():
     plan = run_or_fail(
         module, runplan.make_plan, p["sweep"], p["hosts"], Path(p["results_dir"]), p["force"], p["only"],
         write=not module.check_mode, base_dir=Path(p["base_dir"]) if p["base_dir"] else None,
+        search_round=p["search_round"], run_id=p["run_id"],
     )  # fmt: skip
     plan.pop("hosts")
     module.exit_json(changed=bool(plan["points"] or plan["unplaced"]), table=runplan.plan_text(plan), **plan)

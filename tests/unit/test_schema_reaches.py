@@ -247,7 +247,10 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
     assert set(planning.BENCHMARK_KEYS) == walked["benchmark"], "walk every benchmark key"
     assert set(planning.TRTLLM_KEYS) == walked["trtllm"], "walk every trtllm key"
     assert set(planning.PLACEMENT_KEYS) == walked["placement"], "walk every placement key"
-    assert set(planning.KNOWN) == {*top, "benchmark", "trtllm", "placement", "slo"}, "walk every top-level field"
+    # search: its keys are walked into the rounds by tests/unit/test_search_strategy.py (every search key ...)
+    assert set(planning.KNOWN) == {*top, "benchmark", "trtllm", "placement", "slo", "search"}, (
+        "walk every top-level field"
+    )
 
     # slo: the report play hands the sweep's to the report, and each key alone can fail a row that meets the rest
     report_play = next(p for p in yaml.safe_load((ROOT / "sweep.yml").read_text()) if p["name"] == "Report")

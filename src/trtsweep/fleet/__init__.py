@@ -2,7 +2,7 @@
 point records and resume.
 
 May import: trtsweep.errors, trtsweep.common, trtsweep.hub, trtsweep.toolchain, trtsweep.sweep, trtsweep.lane (the
-journal a host's lanes write).
+journal a host's lanes write), trtsweep.search (a search's round is the plan's points).
 """
 
 from typing import Any

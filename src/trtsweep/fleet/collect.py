@@ -42,7 +42,9 @@ class Collector:
 
     def host_spec(self, settings: dict[str, Any], lease_file: str) -> dict[str, Any]:
         """The host spec (trtsweep.lane.spec.HostSpec) for this host's lanes; `inputs` is filled by the sender."""
+        rounds = self.plan.get("search", {}).get("round", 1)  # a search's later round: a folder of its own
         folder = f"{settings['trtsweep_work_dir']}/{self.plan['sweep']}/.runs/{self.run_id}"
+        folder += f"-r{rounds}" if rounds > 1 else ""
         return {
             "run_id": self.run_id, "sweep": self.plan["sweep"], "journal_dir": folder, "lease_file": lease_file,
             "settings": settings, "inputs": {},

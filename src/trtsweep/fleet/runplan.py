@@ -2,7 +2,9 @@
 
 `make_plan` is what the sweep's plan play (module `trtsweep_plan`) and `trtsweep plan -i` call:
 
-1. expand the sweep into points (`planning.expand`);
+1. expand the sweep into points (`planning.expand`), then take those of the search's round (`search.rounds`:
+   a grid sweep's one round is every point as it is; halving and predicted decide each round from the results of
+   the rounds before it);
 2. keep the points an earlier run completed with the same settings (`status.select`; force / only);
 3. place the rest on the hosts that passed preflight (`placement.place`); a point that fits only hosts
    with problems is failed at stage preflight with their problems as the cause, a point that fits no
@@ -20,8 +22,10 @@ from typing import Any
 
 from trtsweep.common.fileio import atomic_write_text
 from trtsweep.fleet import placement, status
+from trtsweep.search import estimate, predicted, rounds
+from trtsweep.search.strategy import SearchSpec
 from trtsweep.sweep import promptcheck
-from trtsweep.sweep.planning import default_base_dir, expand
+from trtsweep.sweep.planning import check_input_data, default_base_dir, expand
 
 PLAN_FILE = "plan.json"
 
@@ -41,19 +45,35 @@ def make_plan(
     only: str | None = None,
     write: bool = True,
     base_dir: Path | None = None,
+    search_round: int = 1,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     """`hosts`: name -> {gpus, busy_gpus, ports, port_stride, problems}; `base_dir`: where relative input_data
-    paths are (planning.expand). Returns the plan (see module doc)."""
-    points = expand(sweep, base_dir)
-    mode = points[0]["placement_mode"] if points else "exclusive"
+    paths are (planning.expand); `search_round`: the search's round (1: the run's first plan), `run_id` the run's
+    id from its first round. Returns the plan (see module doc)."""
+    grid = expand(sweep, base_dir)
+    base = default_base_dir() if base_dir is None else base_dir
+    mode = grid[0]["placement_mode"] if grid else "exclusive"
     results_dir = results_root / sweep["name"]
-    to_run, kept, left_out = status.select(points, results_dir, force, only, status.commits_now(hosts))
-    # prompts over a point's max_input_len fail the plan; deferred to the host without a tokenizer here
-    prompt_checks = promptcheck.plan_checks(to_run, default_base_dir() if base_dir is None else base_dir)
     every = [placement.host_from_facts(name, facts) for name, facts in hosts.items()]
     # a point no host of the inventory can take is a mistake in the sweep or the inventory: stop here
-    placement.check_fit(to_run, every)
+    placement.check_fit(grid, every)
     healthy = [h for h in every if not hosts[h.name].get("problems")]
+    spec = SearchSpec.from_sweep(sweep.get("search"))
+    if search_round > 1 and write:  # the round before ended: its unfinished points are lost, as at a run's end
+        previous = _read_plan(results_dir)
+        if previous is not None and previous.get("run_id") == run_id:
+            status.close_run(results_dir, previous)
+    made = None
+    if spec.strategy == "predicted":
+        made = predicted.predictions(grid, sweep["search"], sweep.get("slo"), hosts, results_dir, base)
+    lanes = len(placement.place(grid, healthy, mode)["lanes"]) if grid and healthy else 1
+    records = prompt_records(grid, base)
+    points, ledger = rounds.plan_round(grid, spec, search_round, results_dir, records,
+                                       predicted.scores(made) if made is not None else None, lanes, write)  # fmt: skip
+    to_run, kept, left_out = status.select(points, results_dir, force, only, status.commits_now(hosts))
+    # prompts over a point's max_input_len fail the plan; deferred to the host without a tokenizer here
+    prompt_checks = promptcheck.plan_checks(to_run, base)
     placeable = [p for p in to_run if any(h.fits(p["resources"]) for h in healthy)]
     unplaced = []
     for point in to_run:
@@ -65,7 +85,7 @@ def make_plan(
     placed = placement.place(placeable, healthy, mode) if placeable else {"points": [], "lanes": []}
     plan = {
         "sweep": sweep["name"],
-        "run_id": new_run_id(),
+        "run_id": run_id or new_run_id(),
         "created_at": now(),
         "mode": mode,
         "results_dir": str(results_dir),
@@ -76,6 +96,16 @@ def make_plan(
         "unplaced": unplaced,
         "prompt_checks": prompt_checks,
         "hosts": hosts,
+        # the next round is planned while this one measured something; a grid sweep has one round
+        "search": {
+            "strategy": spec.strategy,
+            "round": search_round,
+            "points": len(points),
+            "more": spec.strategy != "grid" and bool(points),
+            "dropped": [d for d in ledger["dropped"] if d["round"] == search_round - 1],
+            # before anything runs: what each strategy would spend
+            "estimates": estimate.estimates(grid, spec, records, results_dir) if search_round == 1 else [],
+        },
     }
     if write:
         atomic_write_text(results_dir / PLAN_FILE, json.dumps(plan, indent=2) + "\n")
@@ -85,6 +115,22 @@ def make_plan(
             status.finish(results_dir, point["id"], plan["run_id"], status="failed", stage="preflight",
                           cause=entry["cause"], finished_at=now())  # fmt: skip
     return plan
+
+
+def _read_plan(results_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((results_dir / PLAN_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def prompt_records(grid: list[dict[str, Any]], base_dir: Path) -> int:
+    """The prompts file's records: a level's requests where the benchmark gives no num_requests."""
+    if not grid:
+        return 0
+    path = check_input_data(grid[0]["benchmark"]["input_data"], base_dir)
+    with path.open(encoding="utf-8") as handle:
+        return sum(1 for line in handle if line.strip())
 
 
 def plan_text(plan: dict[str, Any]) -> str:
@@ -99,6 +145,7 @@ def plan_text(plan: dict[str, Any]) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     for name, outcome in plan.get("prompt_checks", {}).items():
         lines.append(f"prompt lengths of {name}: {outcome}")
+    lines += plan.get("search", {}).get("estimates", [])
     for name in plan["kept"]:
         lines.append(f"kept (complete from an earlier run with the same settings): {name}")
     for name in plan["left_out"]:

@@ -312,8 +312,10 @@ def render(
     verdict: dict[str, Any],
     records: Sequence[dict[str, Any]],
     sizing: Sequence[str] = (),
+    search: Sequence[str] = (),
 ) -> str:
-    """The page; `sizing`: the replicas and GPUs each configuration needs for the sweep's target rate (sizing.lines)."""
+    """The page; `sizing`: the replicas and GPUs each configuration needs for the sweep's target rate (sizing.lines);
+    `search`: the search's account (trtsweep.report.search.lines)."""
     label, common = labels(list(_by_point(rows)))
     metric = verdict["slo"].get("accuracy_metric", "rougeL")
     return (
@@ -326,6 +328,7 @@ def render(
             verdict=summary_lines(verdict),
             best=bool(verdict.get("best")),
             sizing=list(sizing),
+            search=list(search),
             slo=", ".join(f"{k} {v}" for k, v in verdict["slo"].items()) or "none given (add slo: to the sweep file)",
             common=common,
             metric=metric,

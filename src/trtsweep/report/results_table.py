@@ -24,6 +24,10 @@ The workload is a setting (`workload`: "prompts", "prompts, N shared prefixes of
 and, per level, `replay_speed` (a trace replay's level: its time scale; empty otherwise) and `prefix_share` (tokens of
 prefixes shared with other requests / input tokens; empty without a shared-prefix or trace workload).
 
+A point of a search over configurations (the sweep's `search:`, trtsweep.search) says its round
+(`search_round`) and the share of the benchmark's requests per level it measured (`search_fidelity`: below 1, a
+screening measurement, never an answer; empty without a search).
+
 Two columns say whether a row's numbers can be trusted at all: `point_status` (the point's status record: only an
 "ok" point's levels are candidates for the verdict) and `server_identity_error` (llm-perf's --expect-server-id
 check found another server, or none, before or after the level: its numbers are not the point's server's).
@@ -56,8 +60,9 @@ THROUGHPUT = ("request_throughput", "output_token_throughput", "input_token_thro
               "input_tok_s_per_gpu", "output_tok_s_per_user", "output_tokens_mean", "input_tokens_mean", "prefix_share",
               "goodput", "good_fraction", "window_s")  # fmt: skip
 CAPACITY = ("capacity_rps", "capacity_concurrency", "capacity_out_tok_s_per_gpu", "capacity_levels", "capacity_bound")
+SEARCH = ("search_round", "search_fidelity")  # a search's round point: its round, its share of the requests per level
 ACCURACY = ACCURACY_METRICS  # every score an SLO may judge by is a column
-COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT, *CAPACITY,
+COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT, *CAPACITY, *SEARCH,
            *(f"{m}_{s}_ms" for m in LATENCIES for s in STATS), *ACCURACY, "accuracy_n",
            "server_requests", "server_queue_ms", "server_compute_ms", "server_batch_mean",
            "server_kv_used_max", "kv_reused_blocks", "kv_hit_rate")  # fmt: skip
@@ -145,6 +150,8 @@ def _point_columns(point_dir: Path, point: dict[str, Any], status: dict[str, Any
         "tensorrt_llm": (point.get("trtllm") or {}).get("version"),
         "triton": _triton_version(point_dir / "triton_server.log"),
         "point_status": status.get("status"),
+        "search_round": (point.get("search") or {}).get("round"),
+        "search_fidelity": (point.get("search") or {}).get("fidelity"),
     }
 
 

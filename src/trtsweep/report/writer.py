@@ -17,7 +17,7 @@ from trtsweep.common.fileio import atomic_write_text
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet import status
 from trtsweep.perf.export import CSV_COLUMNS, headline, table
-from trtsweep.report import page, results_table, sizing, verdict
+from trtsweep.report import page, results_table, search, sizing, verdict
 from trtsweep.sweep.slo import check as slo_check
 
 SUMMARY_FILE = "llm_perf.summary.json"
@@ -102,12 +102,15 @@ def write(results_dir: Path, slo: dict[str, Any] | None = None) -> Report:
     not_ok = [line for line, r in zip(points, records, strict=True) if r["status"] != "ok"]
     full = results_table.collect(results_dir, slo)
     results_table.write(results_dir, full)
-    judged = verdict.judge(full, slo or {})
+    # a search's screening measurements are its evidence (the search lines), never an answer
+    answers = [r for r in full if (r.get("search_fidelity") or 1) >= 1]
+    judged = verdict.judge(answers, slo or {})
     # then, with slo.target_request_rate, the replicas and GPUs each configuration with a capacity needs
-    sized = sizing.lines(full, (slo or {}).get("target_request_rate"))
-    lines = verdict.summary_lines(judged) + sized
+    sized = sizing.lines(answers, (slo or {}).get("target_request_rate"))
+    searched = search.lines(results_dir)
+    lines = verdict.summary_lines(judged) + sized + searched
     html = results_dir / HTML_FILE
-    atomic_write_text(html, page.render(results_dir.name, full, judged, records, sized))
+    atomic_write_text(html, page.render(results_dir.name, answers, judged, records, sized, searched))
     text = "\n\n".join([*sections, "points:\n" + "\n".join(f"  {line}" for line in points)])
     legend = (
         "latencies in ms; TTFT = time to first token; ICL = inter-chunk latency (every gap, vLLM's ITL); "

@@ -390,6 +390,43 @@ class Slo(_Strict):
     )  # fmt: skip
 
 
+class Search(_Strict):
+    """How the configurations (the matrix's points) are measured: each at the full benchmark (grid), by successive
+    halving, or in AIConfigurator's predicted order (trtsweep.search.strategy). halving and predicted rank
+    configurations by their capacity: they need benchmark.load."""
+
+    strategy: Literal["grid", "halving", "predicted"] = Field(
+        "grid", description="grid: every configuration | halving: short screening rounds drop the worse half | "
+        "predicted: AIConfigurator's best first, until the measured best beats every remaining prediction",
+    )  # fmt: skip
+    keep: float = Field(0.5, gt=0, lt=1, description="halving: the fraction of configurations a screening round keeps")
+    finalists: PositiveInt = Field(
+        2, description="halving: configurations the last round measures at the full benchmark"
+    )
+    screening: float = Field(
+        0.125, gt=0, le=0.5,
+        description="halving: the first screening round's requests per level, a fraction of the benchmark's "
+        "(doubling each round, at most 0.5)",
+    )  # fmt: skip
+    margin: float = Field(0.1, ge=0, description="predicted: how far the measured best must beat every prediction left")
+    batch: PositiveInt | None = Field(
+        None, description="predicted: configurations measured per round (null: as many as the fleet runs at once)"
+    )
+    budget_gpu_minutes: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="no round starts once this many GPU-minutes are spent (null: none)"
+    )
+    model_dirs: dict[str, PathText] | None = Field(
+        None,
+        description="predicted: model name -> a directory on the controller holding its config.json (default: "
+        "config.json alone fetched from the Hub); a relative path starts at the checkout holding sweep.yml",
+    )
+    predictor: str = Field(
+        "aiconfigurator",
+        pattern=r"^\S+$",
+        description="predicted: the AIConfigurator command (aiconfigurator, aisimulate)",
+    )
+
+
 TRTLLM_REQUIRED = {
     "if": {"properties": {"backend": {"const": "tensorrtllm"}}, "required": ["backend"]},
     "then": {"required": ["trtllm"], "properties": {"trtllm": {"type": "object", "required": ["version", "family"]}}},
@@ -397,6 +434,14 @@ TRTLLM_REQUIRED = {
 }
 
 
+SEARCH_NEEDS_LOAD = {  # a search that ranks configurations ranks them by their capacity
+    "if": {
+        "properties": {"search": {"properties": {"strategy": {"enum": ["halving", "predicted"]}},
+                                  "required": ["strategy"]}},
+        "required": ["search"],
+    },
+    "then": {"properties": {"benchmark": {"required": ["load"]}}},
+}  # fmt: skip
 LOAD_NEEDS_SLO = {
     "if": {
         "properties": {"benchmark": {"properties": {"load": {"type": "object"}}, "required": ["load"]}},
@@ -412,7 +457,9 @@ LOAD_NEEDS_SLO = {
 class Sweep(_Strict):
     """One sweep: the matrix of models x precisions x parallelism x max batch sizes x lengths x streaming."""
 
-    model_config = ConfigDict(title="trtsweep sweep", json_schema_extra={"allOf": [TRTLLM_REQUIRED, LOAD_NEEDS_SLO]})
+    model_config = ConfigDict(
+        title="trtsweep sweep", json_schema_extra={"allOf": [TRTLLM_REQUIRED, LOAD_NEEDS_SLO, SEARCH_NEEDS_LOAD]}
+    )
 
     name: str = Field(pattern=NAME_PATTERN, description="the sweep's name: results/<name>/")
     backend: Literal["hf", "tensorrtllm"] = Field("hf", description="hf (transformers, no GPU needed) | tensorrtllm")
@@ -447,9 +494,13 @@ class Sweep(_Strict):
     benchmark: Benchmark = Field(description="how llm-perf measures every point")
     placement: Placement | None = Field(None, description="where points run (see trtsweep.fleet.placement)")
     slo: Slo | None = Field(None, description="service-level objectives the report judges by")
+    search: Search | None = Field(None, description="how the configurations are searched (null: grid, every one)")
 
     @model_validator(mode="after")
     def _load_needs_limits(self) -> Sweep:
+        if self.search is not None and self.search.strategy != "grid" and self.benchmark.load is None:
+            raise _At(("search", "strategy"), f"{self.search.strategy} ranks configurations by their capacity under "
+                      "the SLOs: give benchmark.load (a capacity search)")  # fmt: skip
         limits = [key for key in SEARCH_LIMITS if self.slo is not None and getattr(self.slo, key) is not None]
         if self.benchmark.load is not None and not limits:
             raise _At(("slo",), f"benchmark.load searches for the highest load within the SLOs: give at least one of "
@@ -533,13 +584,14 @@ def describe(node: dict[str, Any], root: dict[str, Any]) -> str:
     if kind in ("integer", "number"):
         noun = "an integer" if kind == "integer" else "a number"
         low, high = node.get("minimum"), node.get("maximum")
-        if node.get("exclusiveMinimum") == 0 and high is None:
+        if node.get("exclusiveMinimum") == 0 and high is None and "exclusiveMaximum" not in node:
             return f"a positive {noun.split()[-1]}"
         if low is not None and high is not None:
             noun = "a fraction" if (low, high, kind) == (0, 1, "number") else noun
             return f"{noun} in [{_number(low)}, {_number(high)}]"
         bounds = [(">", node.get("exclusiveMinimum")), (">=", low), ("<", node.get("exclusiveMaximum")), ("<=", high)]
-        return " ".join([noun, *(f"{op} {_number(bound)}" for op, bound in bounds if bound is not None)])
+        limits = " and ".join(f"{op} {_number(bound)}" for op, bound in bounds if bound is not None)
+        return f"{noun} {limits}".strip()
     if kind == "boolean":
         return "true or false"
     if kind == "string":

@@ -1,0 +1,102 @@
+"""The `predicted` strategy's inputs at plan time: AIConfigurator's prediction for each configuration of the sweep.
+
+What it is asked (trtsweep.search.predict): the model's config.json (`search.model_dirs[<model name>]` on the
+controller, else config.json alone fetched from the Hub into its cache), the GPU type of the hosts that can take
+the configuration (their nvidia-smi names, or the inventory's `trtsweep_gpus`), the point's ISL / OSL (its engine
+limits), its precision, TP / PP, max batch size and KV-cache dtype, and the sweep's SLO limits. The predictions are
+made once per sweep and settings: `results/<sweep>/predictions.json` holds them, with what they were asked, so
+later rounds, the report and a rerun read the same ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from trtsweep.common.fileio import atomic_write_text
+from trtsweep.errors import TrtsweepError
+from trtsweep.search import predict
+from trtsweep.sweep.slo import search_limits
+
+PREDICTIONS = "predictions.json"
+
+
+def model_dir(model: dict[str, Any], given: dict[str, str], base_dir: Path) -> Path:
+    """Where the model's config.json is on the controller."""
+    if model["name"] in given:
+        path = Path(given[model["name"]])
+        return path if path.is_absolute() else base_dir / path
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return Path(hf_hub_download(model["repo_id"], "config.json", revision=model.get("revision"))).parent
+    except Exception as exc:  # any failure of the Hub is the same one-line error
+        raise TrtsweepError(f"search.model_dirs: no directory for model {model['name']!r} and its config.json could "
+                            f"not be fetched from the Hub ({type(exc).__name__}: {exc})") from None  # fmt: skip
+
+
+def gpu_system(point: dict[str, Any], hosts: dict[str, dict[str, Any]]) -> str | None:
+    """The AIConfigurator system of the first GPU, of a host with enough GPUs, that it has a database for."""
+    for facts in hosts.values():
+        gpus = facts.get("gpus") or []
+        if len(gpus) >= point["resources"]["gpus"]:
+            for gpu in gpus:
+                if (system := predict.system_for_gpu(str(gpu.get("name", "")))) is not None:
+                    return system
+    return None
+
+
+def predictions(
+    grid: list[dict[str, Any]], search: dict[str, Any], slo: dict[str, Any] | None, hosts: dict[str, dict[str, Any]],
+    results_dir: Path, base_dir: Path,
+) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Config id -> its prediction (Prediction.to_dict()), made once for these inputs and kept in predictions.json."""
+    limits = search_limits(slo)
+    asked = []
+    for point in grid:
+        system = gpu_system(point, hosts)
+        asked.append({"id": point["id"], "precision": point["precision"], "tp": point["tp"], "pp": point["pp"],
+                      "max_batch_size": point["max_batch_size"], "isl": point["max_input_len"],
+                      "osl": point["max_output_len"], "kv_cache_dtype": point["trtllm"].get("kv_cache_dtype"),
+                      "system": system, "model": point["model"]["name"]})  # fmt: skip
+    key = hashlib.sha256(json.dumps([asked, limits, search.get("predictor")], sort_keys=True).encode()).hexdigest()
+    saved = results_dir / PREDICTIONS
+    try:
+        kept = json.loads(saved.read_text())
+        if kept.get("key") == key:
+            return kept["predictions"]
+    except (OSError, ValueError):
+        pass
+    out: dict[str, dict[str, Any]] = {}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    unknown = predict.Prediction(False, "no host that fits it has a GPU AIConfigurator knows").to_dict()
+    for entry in asked:
+        if entry["system"] is None:
+            out[entry["id"]] = unknown
+            continue
+        groups.setdefault((entry["model"], entry["system"], entry["isl"], entry["osl"]), []).append(entry)
+    models = {p["model"]["name"]: p["model"] for p in grid}
+    for (name, system, isl, osl), entries in groups.items():
+        where = model_dir(models[name], search.get("model_dirs") or {}, base_dir)
+        made = predict.predict(
+            entries,
+            model_dir=where,
+            system=system,
+            isl=isl,
+            osl=osl,
+            slo=limits,
+            version=None,
+            workdir=results_dir / ".predict",
+            executable=search.get("predictor") or "aiconfigurator",
+        )
+        out |= {config: p.to_dict() for config, p in made.items()}
+    kept = {"key": key, "asked": asked, "slo": limits, "predictions": out}
+    atomic_write_text(saved, json.dumps(kept, indent=1) + "\n")
+    return out
+
+
+def scores(made: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """Config id -> predicted output tok/s per GPU at the SLOs (None: not predicted, measured as in grid)."""
+    return {config: p.get("tokens_per_s_per_gpu") if p.get("supported") else None for config, p in made.items()}

@@ -1,0 +1,163 @@
+"""The search over configurations (trtsweep.search.strategy) against a stand-in fleet of known capacities
+(tests/doubles/queue_model.py: a queue per configuration, noise shrinking with a level's requests), and the round
+points it becomes (trtsweep.search.rounds)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.doubles.queue_model import fleet, simulate
+from trtsweep.errors import TrtsweepError
+from trtsweep.search.rounds import round_point
+from trtsweep.search.strategy import Outcome, SearchSpec, Strategy, Task, answer, dominates
+
+LIMIT_MS, MAXIMUM, REQUESTS = 1000.0, 128, 400
+MEASURE = {"limit_ms": LIMIT_MS, "maximum": MAXIMUM, "requests": REQUESTS}
+
+
+def true_best(configs):
+    return max(configs, key=lambda c: c.tokens_per_gpu(c.true_capacity(LIMIT_MS / 1000, MAXIMUM))).name
+
+
+def cost(history):
+    """(GPU-minutes, requests measured, levels measured) of a search."""
+    outcomes = [o for r in history.values() for o in r.values()]
+    requests = sum(o.levels * max(8, round(REQUESTS * o.fidelity)) for o in outcomes)
+    return sum(o.gpu_s for o in outcomes) / 60, requests, sum(o.levels for o in outcomes)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_halving_finds_the_grids_answer_for_a_fraction_of_its_cost(seed):
+    configs = fleet(16, seed)
+    names = [c.name for c in configs]
+    grid, _ = simulate(Strategy(SearchSpec(), names), configs, **MEASURE)
+    halving, drops = simulate(Strategy(SearchSpec(strategy="halving"), names), configs, **MEASURE)
+    assert answer(grid).config == answer(halving).config == true_best(configs)
+    grid_cost, halving_cost = cost(grid), cost(halving)
+    assert halving_cost[0] < 0.4 * grid_cost[0]  # GPU-minutes
+    assert halving_cost[1] < 0.5 * grid_cost[1]  # requests measured: a screening level is an eighth of a full one
+    # 16 -> 8 -> 4 screened (an eighth, a quarter, half the requests), then at most 2 finalists at the full
+    # benchmark; dropping the dominated may leave fewer sooner, and then the finalists' round comes sooner
+    sizes = [len(r) for r in halving.values()]
+    assert sizes[0] == 16 and sizes[-1] <= 2 and all(n <= most for n, most in zip(sizes, [16, 8, 4, 2], strict=False))
+    fidelities = [{o.fidelity for o in r.values()} for r in halving.values()]
+    assert fidelities == [{0.125 * 2**r} for r in range(len(sizes) - 1)] + [{1.0}]
+    assert len(drops) == 16 - sizes[-1] and all(d.why for d in drops)
+    # the finalists start from their screening capacity: mostly two levels
+    assert min(o.levels for o in halving[len(halving)].values()) == 2
+
+
+def test_the_search_capacity_is_within_5_percent_of_the_truth():
+    configs = fleet(12, 7)
+    history, _ = simulate(Strategy(SearchSpec(), [c.name for c in configs]), configs, **MEASURE)
+    for config in configs:
+        found = history[1][config.name].capacity_concurrency or 0
+        truth = config.true_capacity(LIMIT_MS / 1000, MAXIMUM)
+        assert abs(found - truth) <= max(1, 0.05 * truth), (config, found, truth)
+
+
+def test_a_failed_or_dominated_configuration_is_dropped_with_its_evidence():
+    spec = SearchSpec(strategy="halving", finalists=2, keep=0.75)
+    names = ["a", "b", "c", "d"]
+    strategy = Strategy(spec, names)
+    tasks, drops = strategy.round(1, {})
+    assert [t.config for t in tasks] == names and not drops and tasks[0].screening
+
+    def outcome(config, tokens, ttft, ok=True):
+        return Outcome(config=config, round=1, point=f"{config}_s1", ok=ok, cause=None if ok else "failed at stage "
+                       "serve: out of memory", tokens_per_gpu=tokens, capacity_concurrency=8, failed_level=9,
+                       bound="tight", levels=5, latency={"ttft_p99_ms": ttft}, fidelity=0.125)  # fmt: skip
+
+    history = {1: {"a": outcome("a", 100.0, 500.0), "b": outcome("b", 90.0, 600.0),
+                   "c": outcome("c", 80.0, 400.0), "d": outcome("d", None, None, ok=False)}}  # fmt: skip
+    tasks, drops = strategy.round(2, history)
+    # keep 3 of 4: d failed; b is dominated by a (fewer tok/s per GPU, a higher TTFT p99); c trades TTFT for tokens
+    assert [t.config for t in tasks] == ["a", "c"] and {t.hint for t in tasks} == {(8, 9)}
+    why = {d.config: d.why for d in drops}
+    assert "failed at stage serve: out of memory" in why["d"]
+    assert why["b"].startswith("dominated by a") and "90.0 output tok/s/GPU" in why["b"]
+    assert dominates(history[1]["a"], history[1]["b"]) and not dominates(history[1]["a"], history[1]["c"])
+
+
+def test_predicted_measures_the_predicted_best_first_and_stops_on_the_margin():
+    configs = fleet(12, 3)
+    truth = {c.name: c.tokens_per_gpu(c.true_capacity(LIMIT_MS / 1000, MAXIMUM)) for c in configs}
+    predictions = {name: value * 1.05 for name, value in truth.items()}  # a predictor 5% optimistic
+    predictions["cfg00"] = None  # one it cannot predict: measured as in grid, in the first round
+    spec = SearchSpec(strategy="predicted", margin=0.1, batch=2)
+    history, drops = simulate(Strategy(spec, [c.name for c in configs], predictions), configs, **MEASURE)
+    assert "cfg00" in history[1] and len(history[1]) == 3
+    assert answer(history).config == true_best(configs)
+    measured = sum(len(r) for r in history.values())
+    assert measured < len(configs) / 2 and len(drops) == len(configs) - measured
+    assert all("beats every remaining prediction by more than 10%" in d.why for d in drops)
+
+
+def test_a_spent_budget_starts_no_round():
+    configs = fleet(8, 1)
+    spec = SearchSpec(strategy="halving", budget_gpu_minutes=1.0)
+    history, drops = simulate(Strategy(spec, [c.name for c in configs]), configs, **MEASURE)
+    # the first round spends it: every configuration is dropped after it, those it would have kept for the budget
+    assert list(history) == [1] and sorted(d.config for d in drops) == sorted(c.name for c in configs)
+    budget = [d for d in drops if "of the budget's 1 GPU-minutes were spent" in d.why]
+    assert 1 <= len(budget) <= 4 and all(d.round == 1 for d in drops)
+
+
+def test_predicted_needs_predictions_and_an_unknown_strategy_is_refused():
+    with pytest.raises(TrtsweepError, match="no predictions"):
+        Strategy(SearchSpec(strategy="predicted"), ["a"])
+    with pytest.raises(TrtsweepError, match=r"sweep field 'search\.strategy'"):
+        SearchSpec.from_sweep({"strategy": "bayes"})
+
+
+def test_a_round_point_is_the_grid_point_with_its_round_its_share_and_its_hint():
+    grid = {"id": "m_fp8_tp1pp1_bs64", "benchmark": {"num_requests": None, "load": {"search": "slo", "max": 64}}}
+    spec = SearchSpec(strategy="halving")
+    screening = round_point(grid, Task("m_fp8_tp1pp1_bs64", 0.125), 1, spec, requests=200)
+    assert screening["id"] == "m_fp8_tp1pp1_bs64_s1" and screening["benchmark"]["num_requests"] == 25
+    assert screening["search"] == {"strategy": "halving", "round": 1, "config": grid["id"], "fidelity": 0.125}
+    final = round_point(grid, Task(grid["id"], 1.0, (24, 25)), 4, spec, requests=200)
+    assert final["id"] == grid["id"] and final["benchmark"]["num_requests"] is None
+    assert final["benchmark"]["load"]["hint"] == [24, 25] and "hint" not in grid["benchmark"]["load"]
+    assert round_point(grid, Task(grid["id"], 1.0), 1, SearchSpec(), requests=200) == grid  # grid: as it is
+
+
+def test_every_search_key_reaches_the_rounds(tmp_path, monkeypatch):
+    from trtsweep.search import predicted
+    from trtsweep.sweep.schema import Search
+
+    names = [f"c{i}" for i in range(8)]
+    base = SearchSpec.from_sweep({"strategy": "halving"})
+
+    def with_(**over):
+        return SearchSpec.from_sweep({**base.__dict__, **over})
+
+    def done(config, tokens, gpu_s=60.0):
+        return Outcome(config=config, round=1, point=config, ok=True, tokens_per_gpu=tokens, capacity_concurrency=4,
+                       failed_level=5, bound="tight", levels=3, gpu_s=gpu_s, fidelity=1.0)  # fmt: skip
+
+    screened = {1: {c: done(c, 100.0 - i) for i, c in enumerate(names)}}
+    walked = {
+        "strategy": Strategy(with_(strategy="grid"), names).round(1, {})[0][0].fidelity == 1.0,
+        "keep": Strategy(with_(keep=0.25), names).survivors(2) == 2 != Strategy(base, names).survivors(2),
+        "finalists": Strategy(with_(finalists=4), names).screening_rounds() == 1,
+        "screening": Strategy(with_(screening=0.25), names).round(1, {})[0][0].fidelity == 0.25,
+        "budget_gpu_minutes": Strategy(with_(budget_gpu_minutes=1), names).round(2, screened)[0] == [],
+        "margin": Strategy(with_(strategy="predicted", margin=2.0), names, dict.fromkeys(names, 50.0)).round(
+            2, {1: {"c0": done("c0", 120.0)}})[0] != [],  # 120 does not beat 50 by 200%: go on
+        "batch": len(Strategy(with_(strategy="predicted", batch=3), names, dict.fromkeys(names, 1.0)).round(1, {})[0])
+        == 3,
+    }  # fmt: skip
+    # predictor and model_dirs: what AIConfigurator is run as, and where config.json is
+    asked = {}
+    monkeypatch.setattr(predicted.predict, "predict", lambda entries, **kw: asked.update(kw) or {})
+    grid = [{"id": "q_fp8", "precision": "fp8", "tp": 1, "pp": 1, "max_batch_size": 8, "max_input_len": 64,
+             "max_output_len": 8, "trtllm": {}, "model": {"name": "q", "repo_id": "o/q"},
+             "resources": {"gpus": 1}}]  # fmt: skip
+    hosts = {"h": {"gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3"}]}}
+    predicted.predictions(grid, {"predictor": "/opt/aic/bin/aiconfigurator", "model_dirs": {"q": "models/q"}},
+                          None, hosts, tmp_path, tmp_path)  # fmt: skip
+    walked["predictor"] = asked["executable"] == "/opt/aic/bin/aiconfigurator"
+    walked["model_dirs"] = asked["model_dir"] == tmp_path / "models/q"
+    assert set(walked) == set(Search.model_fields), "walk every search key"
+    assert all(walked.values()), walked
