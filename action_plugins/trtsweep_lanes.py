@@ -103,11 +103,13 @@ class ActionModule(ActionBase):
         python = str(templar.template(task_vars.get("ansible_python_interpreter", "python3")))
         base = Path(args["input_base"])
         spec = collector.host_spec(self._settings(task_vars, templar), str(args["lease_file"]))
-        # the files a point reads on its host: its prompts, a trace it replays and conversations it sends
+        # the files a point reads on its host: its prompts, a trace it replays, conversations it sends and the data
+        # set synthetic prompts draw their lengths from
         inputs = {}
         for bench in (p["benchmark"] for p in collector.points.values()):
             talks = (bench.get("conversations") or {}).get("path")
-            for name in (bench["input_data"], (bench.get("trace") or {}).get("path"), talks):
+            drawn = (bench.get("synthetic") or {}).get("lengths_from")
+            for name in (bench["input_data"], (bench.get("trace") or {}).get("path"), talks, drawn):
                 if name:
                     inputs[name] = str(base / name)
         if self._play_context.check_mode:

@@ -200,6 +200,10 @@ def test_the_sweeps_workloads_are_checked_at_plan_time_and_carried_only_when_giv
 def test_the_results_name_each_points_workload():
     assert workload({}) == "prompts"
     assert workload({"shared_prefix": {"count": 4, "tokens": 512}}) == "prompts, 4 shared prefixes of 512 tokens"
+    drawn = {"input": "lognormal:512,0.5", "output": "fixed:64"}
+    assert workload({"synthetic": drawn}) == "synthetic prompts, input lognormal:512,0.5, output fixed:64"
+    from_data = {"synthetic": {"lengths_from": "/d/answers.jsonl"}, "shared_prefix": {"count": 2, "tokens": 8}}
+    assert workload(from_data) == "synthetic prompts, lengths from answers.jsonl, 2 shared prefixes of 8 tokens"
     assert workload({"trace": {"path": "/t/tuesday.csv", "format": "azure"}}) == "trace tuesday.csv, azure"
     talks = {"path": "/c/chats.jsonl", "history": "recorded"}
     assert workload({"conversations": talks}) == "conversations chats.jsonl, recorded history"

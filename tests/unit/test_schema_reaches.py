@@ -19,6 +19,7 @@ from trtsweep.lane.point import PointRun
 from trtsweep.lane.spec import ROLES, TRTSWEEP_SETTINGS, HostSpec
 from trtsweep.perf.argv import command
 from trtsweep.perf.cli import parser as llm_perf_parser
+from trtsweep.perf.dataset import parse_lengths
 from trtsweep.report import sizing, verdict
 from trtsweep.sweep import planning, slo
 
@@ -243,7 +244,11 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
         "weights": ({}, {"weights": {"*float32*": 10}}, "b", lanes),
     }
 
-    walked = {"benchmark": {*benchmark, "load", "trace"}, "trtllm": set(trtllm), "placement": set(placement)}
+    walked = {
+        "benchmark": {*benchmark, "load", "trace", "synthetic"},
+        "trtllm": set(trtllm),
+        "placement": set(placement),
+    }
     assert set(planning.BENCHMARK_KEYS) == walked["benchmark"], "walk every benchmark key"
     assert set(planning.TRTLLM_KEYS) == walked["trtllm"], "walk every trtllm key"
     assert set(planning.PLACEMENT_KEYS) == walked["placement"], "walk every placement key"
@@ -309,6 +314,15 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
     talked = llm_perf(planning.expand(talking)[0], tmp_path)
     got = (talked.conversations, talked.history, talked.think_time_ms, talked.input_data, talked.concurrency)
     assert got == (talks, "recorded", (250.0, 40.0), None, [2]), got
+    # benchmark.synthetic: prompts of drawn token lengths instead of the prompts file, or a data set's lengths (the
+    # host's copy of its file, which the controller sends like the prompts)
+    drawn = {"input": "lognormal:300,0.5", "output": "fixed:16", "count": 40}
+    made = llm_perf(planning.expand(trt_sweep(benchmark={"synthetic": drawn}))[0], tmp_path)
+    got = (made.synthetic_input_tokens, made.synthetic_output_tokens, made.num_prompts, made.input_data)
+    assert got == (parse_lengths("lognormal:300,0.5"), parse_lengths("fixed:16"), 40, None), got
+    from_data = trt_sweep(benchmark={"synthetic": {"lengths_from": str(other)}})
+    made = llm_perf(planning.expand(from_data)[0], tmp_path)
+    assert (made.synthetic_lengths_from, made.input_data) == (other, None), made
 
     dropped: list[str] = []
     base_point = planning.expand(trt_sweep())[0]

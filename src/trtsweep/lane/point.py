@@ -370,7 +370,7 @@ class PointRun:
     def benchmark_params(self) -> dict[str, Any]:
         """llm-perf's parameters for the point (the llm_perf role's). A trace replay sends the trace's requests, not
         the prompts file: the trace is the host's copy the controller sent (`spec.inputs`), else its path as planned;
-        conversations likewise."""
+        conversations and synthetic prompts' lengths_from likewise."""
         b, ports = self.p["benchmark"], self.p["ports"]
         grpc = b["protocol"] == "grpc" and not self.openai
         model = self.made.server_id if self.openai else ("tensorrt_llm" if self.pytorch else "ensemble")
@@ -381,12 +381,16 @@ class PointRun:
         if trace:
             trace = {key: trace[key] for key in ("format", "speed", "block_size")} | {
                 "path": self.spec.inputs.get(trace["path"], trace["path"])}  # fmt: skip
+        made = dict(b.get("synthetic") or {})
+        if made.get("lengths_from"):  # the data set whose lengths are drawn: the host's copy, as the trace's
+            made["lengths_from"] = self.spec.inputs.get(made["lengths_from"], made["lengths_from"])
         return {
             "url": f"{self.address}:{ports['grpc'] if grpc else ports['http']}",
             "protocol": "openai" if self.openai else b["protocol"], "endpoint": "completions", "model": model,
             "concurrency": b.get("concurrency") or [1], "search": b.get("load") or None,
             "shared_prefix": b.get("shared_prefix"), "trace": trace or None, "conversations": talks or None,
-            "input_data": None if trace or talks else str(self.prompts), "tokenizer_path": self.made.model_dir,
+            "synthetic": made or None, "tokenizer_path": self.made.model_dir,
+            "input_data": None if trace or talks or made else str(self.prompts),
             "export_file": str(self.paths.results / "llm_perf.json"), "num_requests": b.get("num_requests"),
             "warmup_requests": b["warmup_requests"], "max_tokens": b.get("max_tokens"),
             "streaming": bool(self.p["streaming"]), "chat_template": bool(b["chat_template"]),

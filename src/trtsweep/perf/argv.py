@@ -71,6 +71,13 @@ def conversation_flags(conversations: dict[str, Any]) -> list[str]:
     return [*argv, "--think-time-ms", f"{_number(mean)},{_number(std)}"]
 
 
+def synthetic_flags(synthetic: dict[str, Any]) -> list[str]:
+    """llm-perf's synthetic prompt flags for the `synthetic` option: {input, output, lengths_from, count}."""
+    flags = {"input": "--synthetic-input-tokens", "output": "--synthetic-output-tokens",
+             "lengths_from": "--synthetic-lengths-from", "count": "--num-prompts"}  # fmt: skip
+    return [arg for key, flag in flags.items() if synthetic.get(key) is not None for arg in (flag, str(synthetic[key]))]
+
+
 def command(params: dict[str, Any]) -> list[str]:
     argv = [sys.executable, "-m", "trtsweep.perf.cli"]
     for option, flag in FLAGS.items():
@@ -81,6 +88,8 @@ def command(params: dict[str, Any]) -> list[str]:
         argv += ["--shared-prefix-count", str(prefix["count"]), "--shared-prefix-tokens", str(prefix["tokens"])]
     if params.get("conversations"):
         argv += conversation_flags(params["conversations"])
+    if params.get("synthetic"):
+        argv += synthetic_flags(params["synthetic"])
     if params.get("search"):  # the search picks its levels: llm-perf refuses a --concurrency list beside it
         argv += search_flags(params["search"])
     elif params.get("trace"):  # a replay's levels are its speeds

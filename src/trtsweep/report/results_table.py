@@ -19,7 +19,8 @@ measured) and `capacity_bound` (tight: the next load up missed the SLOs | open: 
 capacity is at least that | none: no load measured met them, and the capacity columns are empty). A point without a
 search has them all empty.
 
-The workload is a setting (`workload`: "prompts", "prompts, N shared prefixes of T tokens", "trace <file>[, format]" or
+The workload is a setting (`workload`: "prompts", "prompts, N shared prefixes of T tokens", "synthetic prompts,
+input DIST, output DIST" or "synthetic prompts, lengths from <file>", "trace <file>[, format]" or
 "conversations <file>, served|recorded history")
 and, per level, `replay_speed` (a trace replay's level: its time scale; empty otherwise) and `prefix_share` (tokens of
 prefixes shared with other requests / input tokens; empty without a shared-prefix or trace workload).
@@ -113,16 +114,23 @@ def _good(requests_file: Path, level: int, slo: dict[str, float]) -> int | None:
 
 
 def workload(benchmark: dict[str, Any]) -> str:
-    """What the point's requests were: its prompts file, with shared prefixes, a trace replay, or conversations."""
+    """What the point's requests were: its prompts file or synthetic prompts (with shared prefixes), a trace replay,
+    or conversations."""
     trace, prefix, talks = benchmark.get("trace"), benchmark.get("shared_prefix"), benchmark.get("conversations")
     if talks:
         return f"conversations {Path(talks['path']).name}, {talks.get('history', 'served')} history"
     if trace:
         kind = f", {trace['format']}" if trace.get("format", "auto") != "auto" else ""
         return f"trace {Path(trace['path']).name}{kind}"
+    made = benchmark.get("synthetic")
+    base = "prompts"
+    if made:
+        drawn = f"lengths from {Path(made['lengths_from']).name}" if made.get("lengths_from") else (
+            f"input {made['input']}, output {made.get('output') or 'normal:128'}")  # fmt: skip
+        base = f"synthetic prompts, {drawn}"
     if prefix:
-        return f"prompts, {prefix['count']} shared prefixes of {prefix['tokens']} tokens"
-    return "prompts"
+        return f"{base}, {prefix['count']} shared prefixes of {prefix['tokens']} tokens"
+    return base
 
 
 def _point_columns(point_dir: Path, point: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:

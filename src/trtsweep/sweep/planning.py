@@ -79,7 +79,7 @@ KNOWN = set(schema.Sweep.model_fields)
 PLACEMENT_KEYS = set(schema.Placement.model_fields)
 BENCHMARK_KEYS = set(schema.Benchmark.model_fields)
 # a point has these only when the sweep gives them: `load` when it searches, the workloads when it asks for them
-OPTIONAL_WORKLOADS = ("load", "shared_prefix", "trace", "conversations")
+OPTIONAL_WORKLOADS = ("load", "shared_prefix", "trace", "conversations", "synthetic")
 # what a point's benchmark holds when the sweep leaves a key out (llm-perf's own defaults)
 BENCHMARK_DEFAULTS: dict[str, Any] = {
     key: field.get_default(call_default_factory=True)
@@ -236,6 +236,8 @@ def _benchmark(
         longest = (where, tokens)
     if value.get("conversations") is not None:
         value["conversations"] = check_conversations(value["conversations"], base_dir)
+    if (value.get("synthetic") or {}).get("lengths_from") is not None:  # read on the controller, like the prompts
+        check_input_data(value["synthetic"]["lengths_from"], base_dir)
     return value, check_input_data(value["input_data"], base_dir), longest
 
 

@@ -288,6 +288,40 @@ LOAD_ALONE = {  # a load search chooses its levels: an explicit concurrency list
 }
 
 
+def _length_spec(value: str) -> str:
+    from trtsweep.perf.dataset import parse_lengths  # llm-perf's own parser of --synthetic-*-tokens
+
+    parse_lengths(value)  # ValueError: its message is the field's one-line error
+    return value
+
+
+LengthSpec = Annotated[str, AfterValidator(_length_spec)]
+
+
+class Synthetic(_Strict):
+    """Synthetic prompts instead of the prompts file (llm-perf --synthetic-*): made with the model's tokenizer to
+    token lengths drawn from distributions, or from a data set's real (input, output) token counts."""
+
+    input: LengthSpec | None = Field(
+        None, description="prompt tokens: normal:MEAN[,STD] | lognormal:MEDIAN,SIGMA | uniform:LO,HI | fixed:N"
+    )
+    output: LengthSpec | None = Field(None, description="output tokens, in the same forms (default normal:128)")
+    lengths_from: PathText | None = Field(
+        None,
+        description="a prompts file ({input, output} JSON lines) whose records' token counts are drawn instead; a "
+        "relative path starts at the checkout holding sweep.yml",
+    )
+    count: PositiveInt | None = Field(None, description="prompts made (default 100; with lengths_from one per record)")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Synthetic:
+        if (self.input is None) == (self.lengths_from is None):
+            raise _At(("input",), "give the prompt lengths as input (with output) or lengths_from, one of them")
+        if self.lengths_from is not None and self.output is not None:
+            raise _At(("output",), "lengths_from gives the output lengths too: give no output beside it")
+        return self
+
+
 class Benchmark(_Strict):
     """How llm-perf measures every point (left out: llm-perf's own defaults)."""
 
@@ -336,8 +370,16 @@ class Benchmark(_Strict):
         None, description="multi-turn conversations instead of the prompts file (null: the prompts file)"
     )
 
+    synthetic: Synthetic | None = Field(
+        None, description="synthetic prompts of drawn token lengths instead of the prompts file (null: the file)"
+    )
+
     @model_validator(mode="after")
     def _load_or_concurrency(self) -> Benchmark:
+        if self.synthetic is not None:
+            for other in ("trace", "conversations"):
+                if other in self.model_fields_set:
+                    raise _At(("synthetic",), f"{other} brings its own prompts: give synthetic or {other}, not both")
         if self.load is not None and "concurrency" in self.model_fields_set:
             raise _At(("load",), "a load search chooses its own levels: give load or concurrency, not both")
         if self.trace is not None:
