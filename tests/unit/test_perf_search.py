@@ -114,6 +114,18 @@ def test_a_level_meets_every_limit_given_and_unmeasured_numbers_miss():
     assert misses({}, {}) == []
 
 
+def test_each_step_shows_its_p99_with_the_confidence_interval_against_the_limit():
+    s = Search(SearchSpec(slo={"ttft_p99_ms": 1000.0, "tpot_p99_ms": 5.0, "min_success_rate": 0.5}))
+    thin = {"p99": 10.0, "ci95": {"p99": [1.0, 12.0]}, "warnings": ["p99 rests on 0 samples beyond it"]}
+    summary = {**level(812.0), "ttft_ms": {"p99": 812.0, "ci95": {"p99": [700.2, 951.0]}}, "tpot_ms": thin}
+    step = s.record(4, summary, None)
+    assert step.judged == ["TTFT p99 812 ms (95% CI 700-951) <= 1000 ms", "TPOT p99 10 ms (95% CI 1-12) > 5 ms, few "
+                           "samples beyond the p99: the CI is the level's range"]  # fmt: skip
+    assert s.lines()[0].endswith("[TTFT p99 812 ms (95% CI 700-951) <= 1000 ms; TPOT p99 10 ms (95% CI 1-12) > 5 ms, "
+                                 "few samples beyond the p99: the CI is the level's range]")  # fmt: skip
+    assert s.as_dict()["levels"][0]["judged"] == step.judged
+
+
 def test_a_level_stopped_early_never_meets_the_slo():
     s = Search(SearchSpec(slo=TTFT_LIMIT))
     step = s.record(1, level(500.0), "2 of 10 requests over the TTFT p99 limit of 1000 ms: the level cannot meet it")
@@ -217,8 +229,9 @@ def test_the_search_finds_the_known_concurrency_capacity(tmp_path, capsys):
     assert search["capacity"]["request_rate"] == pytest.approx(20.0, rel=0.2)  # 4 slots / 0.2 s
     for step in search["levels"]:
         assert set(step) == {"value", "met", "misses", "stopped_early", "request_throughput",
-                             "output_token_throughput"}  # fmt: skip
+                             "output_token_throughput", "judged"}  # fmt: skip
         assert step["met"] == (step["value"] <= 4)
+        assert step["judged"][0].startswith("TTFT p99 ") and "(95% CI " in step["judged"][0]
         assert step["met"] or step["misses"][0].startswith("TTFT p99 ")
     # every measured level is a level of the export, in the order measured
     assert [lv["concurrency"] for lv in summary["levels"]] == [1, 16, 8, 4, 6, 5]

@@ -79,6 +79,22 @@ def misses(slo: dict[str, float], summary: dict[str, Any]) -> list[str]:
     return out
 
 
+def judged(slo: dict[str, float], summary: dict[str, Any]) -> list[str]:
+    """Each latency limit's measured p99 with its 95% confidence interval (trtsweep.perf.stats) against the limit:
+    "TTFT p99 812 ms (95% CI 700-950) <= 1000 ms"; a p99 with fewer than 10 samples beyond it says so (its interval
+    is then the level's min-max)."""
+    out = []
+    for key, limit in slo.items():
+        if key not in LIMITS or (stats := summary.get(LIMITS[key][0]) or {}).get("p99") is None:
+            continue
+        p99, interval = stats["p99"], (stats.get("ci95") or {}).get("p99")
+        ci = f" (95% CI {_ms(interval[0])}-{_ms(interval[1])})" if interval else ""
+        thin = any(w.startswith("p99 ") for w in stats.get("warnings", []))
+        few = ", few samples beyond the p99: the CI is the level's range" if thin else ""
+        out.append(f"{LIMITS[key][1]} {_ms(p99)} ms{ci} {'<=' if p99 <= limit else '>'} {_ms(limit)} ms{few}")
+    return out
+
+
 @dataclass(frozen=True)
 class SearchSpec:
     """What to search: the load `variable`, the SLO, the saturating end `maximum` and the level budget."""
@@ -141,11 +157,12 @@ class Step:
     stopped_early: str | None
     request_throughput: float | None
     output_token_throughput: float | None
+    judged: list[str] = field(default_factory=list)  # each latency limit: its p99, 95% CI and the limit
 
     def as_dict(self) -> dict[str, Any]:
         return {"value": self.value, "met": self.met, "misses": self.misses, "stopped_early": self.stopped_early,
                 "request_throughput": self.request_throughput,
-                "output_token_throughput": self.output_token_throughput}  # fmt: skip
+                "output_token_throughput": self.output_token_throughput, "judged": self.judged}  # fmt: skip
 
 
 class Search:
@@ -175,7 +192,8 @@ class Search:
     def record(self, value: float, summary: dict[str, Any], stopped_early: str | None) -> Step:
         missed = misses(self.spec.slo, summary)
         step = Step(value, not missed and stopped_early is None, missed, stopped_early,
-                    summary.get("request_throughput"), summary.get("output_token_throughput"))  # fmt: skip
+                    summary.get("request_throughput"), summary.get("output_token_throughput"),
+                    judged(self.spec.slo, summary))  # fmt: skip
         self.steps.append(step)
         return step
 
@@ -205,7 +223,8 @@ class Search:
         for i, step in enumerate(self.steps, 1):
             verdict = "met the SLO" if step.met else "missed: " + "; ".join(step.misses or ["-"])
             early = f" (stopped early: {step.stopped_early})" if step.stopped_early else ""
-            out.append(f"search step {i}: {self.label(step.value)}: {verdict}{early}")
+            measured = f" [{'; '.join(step.judged)}]" if step.judged else ""
+            out.append(f"search step {i}: {self.label(step.value)}: {verdict}{early}{measured}")
         best = self.capacity()
         if best is None:
             out.append("capacity: none (bound none): no level met the SLO")
