@@ -345,3 +345,15 @@ def test_the_sweep_command_line_reaches_llm_perf(tmp_path):
     spec = config_from_args(args).conversations
     assert spec == ConversationSpec(Path("/in/c.jsonl"), "recorded", (250.0, 50.5))
     assert isinstance(config_from_args(args), BenchmarkConfig) and args.concurrency == [2]
+
+
+def test_the_live_count_of_a_conversation_level_counts_turns_of_its_conversations():
+    from trtsweep.perf.cli import progress_line
+    from trtsweep.perf.runner import Level
+
+    level = Level(concurrency=2, num_requests=10, warmup_requests=1)
+    assert progress_line(level, 7, conversations=False) == f"{level.label}: 7/11 requests"
+    assert progress_line(level, 37, conversations=True) == f"{level.label}: 37 turns of 11 conversations"
+    timed = Level(concurrency=2, num_requests=10, duration_s=30.0)
+    assert progress_line(timed, 5, conversations=False) == f"{timed.label}: 5/? requests"
+    assert progress_line(timed, 5, conversations=True) == f"{timed.label}: 5 turns"

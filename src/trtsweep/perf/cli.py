@@ -23,6 +23,7 @@ from trtsweep.perf.dataset import (
     parse_lengths,
 )
 from trtsweep.perf.protocols import Endpoint
+from trtsweep.perf.runner import Level
 from trtsweep.perf.search import VARIABLES, Search, SearchSpec, check_slo
 from trtsweep.perf.workloads import DEFAULT_BLOCK_SIZE, FORMATS, TraceSpec
 
@@ -330,6 +331,15 @@ SEARCH_OPTIONS = {"search_variable": "variable", "search_slo": "slo", "search_ma
                   "search_max_levels": "max_levels", "search_hint": "hint"}  # fmt: skip
 
 
+def progress_line(level: Level, count: int, conversations: bool) -> str:
+    """The live count of a level: its requests so far of all it sends; with --conversations a level's size counts
+    conversations and each request is one turn, so turns so far of that many conversations."""
+    size = level.warmup_requests + level.num_requests if not level.duration_s else None
+    if conversations:
+        return f"{level.label}: {count} turns" + (f" of {size} conversations" if size is not None else "")
+    return f"{level.label}: {count}/{size if size is not None else '?'} requests"
+
+
 def search_from_args(args: argparse.Namespace) -> SearchSpec | None:
     """--search and its options as the search's spec (None without --search); TrtsweepError for options that
     mean nothing together."""
@@ -491,9 +501,8 @@ def main(argv: list[str] | None = None) -> int:
         now = time.monotonic()
         if now - last[0] > 0.1:
             last[0] = now
-            level = report.level
-            total = level.warmup_requests + level.num_requests if not level.duration_s else "?"
-            print(f"\r{level.label}: {report.count}/{total} requests", end="", file=sys.stderr, flush=True)
+            line = progress_line(report.level, report.count, config.conversations is not None)
+            print(f"\r{line}", end="", file=sys.stderr, flush=True)
 
     search: Search | None = None
     try:
