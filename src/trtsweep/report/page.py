@@ -133,7 +133,9 @@ def labels(points: Sequence[str]) -> tuple[dict[str, str], str]:
 def _tradeoff(rows: Sequence[dict[str, Any]], label: dict[str, str]) -> Chart:
     drawn, left_out = known(rows, {"ttft_p99_ms": "TTFT p99", "output_token_throughput": "output tok/s"}, label)
     fig, ax = plt.subplots(figsize=(6.2, 4.0))
-    for point, mine in _by_point(drawn).items():
+    for point, measured in _by_point(drawn).items():
+        # along the load: a capacity search measures its levels out of order (1, max, then bisection)
+        mine = sorted(measured, key=lambda r: (r["concurrency"] is None, r["concurrency"] or 0))
         ax.plot([r["ttft_p99_ms"] for r in mine], [r["output_token_throughput"] for r in mine], marker="o",
                 label=label[point])  # fmt: skip
         for r in mine:
