@@ -161,3 +161,25 @@ def test_every_search_key_reaches_the_rounds(tmp_path, monkeypatch):
     walked["model_dirs"] = asked["model_dir"] == tmp_path / "models/q"
     assert set(walked) == set(Search.model_fields), "walk every search key"
     assert all(walked.values()), walked
+
+
+def test_the_plan_estimates_each_strategy_from_defaults_then_from_the_sweeps_own_records(tmp_path):
+    from trtsweep.search.estimate import estimates
+
+    grid = [{"id": f"c{i}", "benchmark": {"num_requests": 100, "load": {"max_levels": 6}}, "resources": {"gpus": 1}}
+            for i in range(16)]  # fmt: skip
+    lines = estimates(grid, SearchSpec(), 60, tmp_path)
+    # grid: 16 x (120 s + 6 levels x 100 requests x 1 s) = 192 GPU-minutes
+    assert lines[0] == "estimate, grid: 16 points, about 192 GPU-minutes"
+    assert lines[1].startswith("estimate, halving: at most 30 points in 4 rounds, about ")
+    assert lines[-1].startswith("estimates defaults: 120 s before the benchmark, 1.0 s per request")
+    point = tmp_path / "c0"
+    point.mkdir()
+    (point / "status.json").write_text('{"status": "ok", "stages": {"serve": 20.0, "build": 10.0, "benchmark": 60.0}}')
+    (point / "llm_perf.summary.json").write_text('{"levels": [{"summary": {"requests": 100}}, '
+                                                 '{"summary": {"requests": 200}}]}')  # fmt: skip
+    learned = estimates(grid, SearchSpec(), 60, tmp_path)
+    # 16 x (30 s + 600 requests x 0.2 s) = 40 GPU-minutes
+    assert learned[0] == "estimate, grid: 16 points, about 40 GPU-minutes"
+    assert learned[-1].startswith("estimates from 1 earlier points of this sweep: 30 s before the benchmark, 0.20 s")
+    assert estimates([{**grid[0], "benchmark": {}}], SearchSpec(), 60, tmp_path) == []  # no capacity search
