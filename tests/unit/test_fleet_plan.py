@@ -119,3 +119,15 @@ def test_a_record_of_another_run_is_never_completed(tmp_path):
     status.begin(tmp_path / "s", point, plan["run_id"], runplan.now())
     with pytest.raises(TrtsweepError, match="refusing to mix runs"):
         status.finish(tmp_path / "s", point["id"], "another-run", status="ok", stage="benchmark")
+
+
+def test_a_point_only_a_troubled_host_fits_fails_at_preflight_while_a_healthy_host_stays(tmp_path):
+    # h1 (1 GPU) is healthy, h3 (2 GPUs) failed preflight: the 2-GPU point is failed naming h3, the plan stands
+    gpu = {"index": 0, "name": "declared", "memory_mb": 0}
+    fleet = {
+        "h1": {"gpus": [gpu], "problems": []},
+        "h3": {"gpus": [gpu, {**gpu, "index": 1}], "problems": ["unreachable: Host key verification failed."]},
+    }
+    plan = runplan.make_plan(sweep(precisions=["int8"], placement={"gpus_per_point": 2}), fleet, tmp_path)
+    assert not plan["points"] and [u["cause"] for u in plan["unplaced"]] == [
+        "every host that fits it failed preflight: h3: unreachable: Host key verification failed."]  # fmt: skip

@@ -64,10 +64,11 @@ def make_plan(
         previous = _read_plan(results_dir)
         if previous is not None and previous.get("run_id") == run_id:
             status.close_run(results_dir, previous)
-    made = None
-    if spec.strategy == "predicted":
+    made, lanes = None, 1
+    if spec.strategy == "predicted":  # its rounds measure as many configurations as the fleet runs at once
         made = predicted.predictions(grid, sweep["search"], sweep.get("slo"), hosts, results_dir, base)
-    lanes = len(placement.place(grid, healthy, mode)["lanes"]) if grid and healthy else 1
+        fits = [p for p in grid if any(h.fits(p["resources"]) for h in healthy)]
+        lanes = len(placement.place(fits, healthy, mode)["lanes"]) if fits else 1
     records = prompt_records(grid, base)
     points, ledger = rounds.plan_round(grid, spec, search_round, results_dir, records,
                                        predicted.scores(made) if made is not None else None, lanes, write)  # fmt: skip
