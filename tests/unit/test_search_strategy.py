@@ -4,6 +4,8 @@ points it becomes (trtsweep.search.rounds)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tests.doubles.queue_model import fleet, simulate
@@ -130,7 +132,7 @@ def test_every_search_key_reaches_the_rounds(tmp_path, monkeypatch):
     base = SearchSpec.from_sweep({"strategy": "halving"})
 
     def with_(**over):
-        return SearchSpec.from_sweep({**base.__dict__, **over})
+        return dataclasses.replace(base, **over)
 
     def done(config, tokens, gpu_s=60.0):
         return Outcome(config=config, round=1, point=config, ok=True, tokens_per_gpu=tokens, capacity_concurrency=4,

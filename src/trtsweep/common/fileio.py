@@ -1,16 +1,18 @@
-"""Atomic file writes (results are written whole or not at all) and file digests."""
+"""Atomic file writes (results are written whole or not at all), reading a JSON file that may be missing, and file
+digests."""
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from trtsweep.errors import TrtsweepError
 
@@ -59,6 +61,14 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write `text` to `path` atomically (see atomic_writer)."""
     with atomic_writer(path, len(text.encode("utf-8"))) as handle:
         handle.write(text)
+
+
+def read_json(path: Path) -> Any:
+    """The JSON document in `path`, or None when it is missing, unreadable or not JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def file_sha256(path: Path) -> str:

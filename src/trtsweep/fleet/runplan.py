@@ -20,7 +20,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from trtsweep.common.fileio import atomic_write_text
+from trtsweep.common.fileio import atomic_write_text, read_json
 from trtsweep.fleet import placement, status
 from trtsweep.search import estimate, predicted, rounds
 from trtsweep.search.strategy import SearchSpec
@@ -61,7 +61,7 @@ def make_plan(
     healthy = [h for h in every if not hosts[h.name].get("problems")]
     spec = SearchSpec.from_sweep(sweep.get("search"))
     if search_round > 1 and write:  # the round before ended: its unfinished points are lost, as at a run's end
-        previous = _read_plan(results_dir)
+        previous = read_json(results_dir / PLAN_FILE)
         if previous is not None and previous.get("run_id") == run_id:
             status.close_run(results_dir, previous)
     made, lanes = None, 1
@@ -116,13 +116,6 @@ def make_plan(
             status.finish(results_dir, point["id"], plan["run_id"], status="failed", stage="preflight",
                           cause=entry["cause"], finished_at=now())  # fmt: skip
     return plan
-
-
-def _read_plan(results_dir: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((results_dir / PLAN_FILE).read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def prompt_records(grid: list[dict[str, Any]], base_dir: Path) -> int:

@@ -44,7 +44,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trtsweep.common.fileio import atomic_write_text
+from trtsweep.common.fileio import atomic_write_text, read_json
 from trtsweep.sweep.slo import ACCURACY_METRICS
 
 LATENCIES = ("ttft", "tpot", "icl", "e2e")
@@ -80,13 +80,6 @@ def cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
-
-
-def _read(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
 
 
 def _triton_version(log: Path) -> str | None:
@@ -134,7 +127,7 @@ def workload(benchmark: dict[str, Any]) -> str:
 
 
 def _point_columns(point_dir: Path, point: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-    repo = _read(point_dir / "repository.json") or {}
+    repo = read_json(point_dir / "repository.json") or {}
     gpus = status.get("gpus") or []
     built = status.get("trtsweep") or {}
     return {
@@ -224,9 +217,9 @@ def collect(results_dir: Path, slo: dict[str, Any] | None = None) -> list[dict[s
     rows = []
     for summary_file in sorted(results_dir.glob("*/llm_perf.summary.json")):
         point_dir = summary_file.parent
-        data = _read(summary_file) or {}
-        point = _read(point_dir / "point.json") or {}
-        status = _read(point_dir / "status.json") or {}
+        data = read_json(summary_file) or {}
+        point = read_json(point_dir / "point.json") or {}
+        status = read_json(point_dir / "status.json") or {}
         base = _point_columns(point_dir, point, status)
         base |= capacity_columns(data.get("search"), base["gpus"])
         for index, level in enumerate(data.get("levels", [])):

@@ -8,20 +8,13 @@ has none. Pure of side effects: lines out.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from trtsweep.common.fileio import read_json
 from trtsweep.search import rounds
 from trtsweep.search.predicted import PREDICTIONS
 from trtsweep.search.strategy import Outcome, answer
-
-
-def _read(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _measured(outcome: Outcome) -> str:
@@ -53,7 +46,7 @@ def _error(predicted: float | None, measured: float | None) -> str:
 
 def lines(results_dir: Path) -> list[str]:
     """The search's account (empty without a search.json)."""
-    ledger = _read(results_dir / rounds.LEDGER)
+    ledger = read_json(results_dir / rounds.LEDGER)
     if not isinstance(ledger, dict):
         return []
     measured = history(results_dir, ledger)
@@ -74,7 +67,7 @@ def lines(results_dir: Path) -> list[str]:
     best = answer(measured)
     out.append(f"answer: {_measured(best)}" if best else "answer: none (no configuration met the SLOs at the full "
                "benchmark)")  # fmt: skip
-    made = (_read(results_dir / PREDICTIONS) or {}).get("predictions") if ledger.get("predictions") else None
+    made = (read_json(results_dir / PREDICTIONS) or {}).get("predictions") if ledger.get("predictions") else None
     for outcome in full if made else []:
         guess = made.get(outcome.config) or {}
         if not guess.get("supported"):

@@ -12,10 +12,11 @@ round (a lower bound: it stops there when the measured best beats every predicti
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from pathlib import Path
 from typing import Any
 
+from trtsweep.common.fileio import read_json
 from trtsweep.search.strategy import SearchSpec, Strategy
 
 LOAD_S = 120.0  # a point's stages before its benchmark, without earlier records
@@ -27,11 +28,8 @@ def _history(results_dir: Path) -> tuple[float, float, int] | None:
     """(load seconds per point, benchmark seconds per measured request, points) from earlier ok records."""
     loads, per_request = [], []
     for record_file in results_dir.glob("*/status.json"):
-        try:
-            record = json.loads(record_file.read_text())
-            summary = json.loads((record_file.parent / "llm_perf.summary.json").read_text())
-        except (OSError, ValueError):
-            continue
+        record = read_json(record_file) or {}
+        summary = read_json(record_file.parent / "llm_perf.summary.json") or {}
         stages = record.get("stages") or {}
         requests = sum((lv.get("summary") or {}).get("requests") or 0 for lv in summary.get("levels", []))
         if record.get("status") != "ok" or not stages.get("benchmark") or not requests:
@@ -58,7 +56,7 @@ def estimates(grid: list[dict[str, Any]], spec: SearchSpec, records: int, result
         return points * gpus * (load_s + search_levels * max(1, requests * fidelity) * request_s) / 60.0
 
     configs = [p["id"] for p in grid]
-    halving = Strategy(SearchSpec(**{**spec.__dict__, "strategy": "halving"}), configs)
+    halving = Strategy(dataclasses.replace(spec, strategy="halving"), configs)
     screens = halving.screening_rounds()
     rounds = [(halving.survivors(n), spec.screening_fidelity(n) if n <= screens else 1.0, n) for n in
               range(1, screens + 2)]  # fmt: skip

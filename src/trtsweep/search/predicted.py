@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trtsweep.common.fileio import atomic_write_text
+from trtsweep.common.fileio import atomic_write_text, read_json
 from trtsweep.errors import TrtsweepError
 from trtsweep.search import predict
 from trtsweep.sweep.slo import search_limits
@@ -63,12 +63,9 @@ def predictions(
                       "system": system, "model": point["model"]["name"]})  # fmt: skip
     key = hashlib.sha256(json.dumps([asked, limits, search.get("predictor")], sort_keys=True).encode()).hexdigest()
     saved = results_dir / PREDICTIONS
-    try:
-        kept = json.loads(saved.read_text())
-        if kept.get("key") == key:
-            return kept["predictions"]
-    except (OSError, ValueError):
-        pass
+    kept = read_json(saved) or {}
+    if kept.get("key") == key:
+        return kept["predictions"]
     out: dict[str, dict[str, Any]] = {}
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     unknown = predict.Prediction(False, "no host that fits it has a GPU AIConfigurator knows").to_dict()

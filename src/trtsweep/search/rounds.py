@@ -18,13 +18,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trtsweep.common.fileio import atomic_write_text
+from trtsweep.common.fileio import atomic_write_text, read_json
 from trtsweep.fleet import status
+from trtsweep.perf.search import LIMITS
 from trtsweep.search.strategy import Outcome, SearchSpec, Strategy, Task, spent_minutes
 
 LEDGER = "search.json"
 MIN_SCREENING_REQUESTS = 8  # a screening level's requests at least (a p99 of fewer says little)
-LATENCY_KEYS = {"ttft_p99_ms": "ttft_ms", "tpot_p99_ms": "tpot_ms", "e2e_p99_ms": "e2e_ms"}
 
 
 def point_id(config: str, task: Task, number: int) -> str:
@@ -48,10 +48,7 @@ def round_point(grid_point: dict[str, Any], task: Task, number: int, spec: Searc
 
 
 def _summary_levels(point_dir: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    try:
-        data = json.loads((point_dir / "llm_perf.summary.json").read_text())
-    except (OSError, ValueError):
-        return None, []
+    data = read_json(point_dir / "llm_perf.summary.json") or {}
     return data.get("search"), data.get("levels") or []
 
 
@@ -75,7 +72,7 @@ def outcome(results_dir: Path, point: dict[str, Any], number: int) -> Outcome | 
     steps = search.get("levels") or []
     failed = [s["value"] for s in steps if not s.get("met") and value is not None and s["value"] > value]
     at = next((lv.get("summary") or {} for lv in levels if value is not None and lv.get("concurrency") == value), {})
-    latency = {key: (at.get(metric) or {}).get("p99") for key, metric in LATENCY_KEYS.items()}
+    latency = {key: (at.get(metric) or {}).get("p99") for key, (metric, _) in LIMITS.items()}
     tokens = capacity.get("output_token_throughput")
     return Outcome(ok=True, tokens_per_gpu=tokens / max(1, len(record.get("gpus") or [])) if tokens else None,
                    capacity_rps=capacity.get("request_rate"), capacity_concurrency=value,

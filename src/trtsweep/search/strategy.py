@@ -27,13 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trtsweep.errors import TrtsweepError
+from trtsweep.perf.search import LIMITS
 
 STRATEGIES = ("grid", "halving", "predicted")
-DEFAULTS: dict[str, Any] = {"strategy": "grid", "keep": 0.5, "finalists": 2, "screening": 0.125, "margin": 0.1,
-                            "batch": None, "budget_gpu_minutes": None, "predictor": "aiconfigurator",
-                            "model_dirs": None}  # fmt: skip
 MAX_SCREENING = 0.5  # a screening round measures at most half the benchmark's requests per level
-LATENCIES = ("ttft_p99_ms", "tpot_p99_ms", "e2e_p99_ms")  # the SLO metrics dominance compares
+LATENCIES = tuple(LIMITS)  # the SLO metrics dominance compares: the p99 latency limits
 
 
 @dataclass(frozen=True)
@@ -114,7 +112,7 @@ class SearchSpec:
 
     @classmethod
     def from_sweep(cls, value: dict[str, Any] | None) -> SearchSpec:
-        spec = cls(**{**DEFAULTS, **(value or {})})
+        spec = cls(**(value or {}))
         if spec.strategy not in STRATEGIES:
             raise TrtsweepError(f"sweep field 'search.strategy': expected one of {', '.join(STRATEGIES)}, got "
                                 f"{spec.strategy!r}")  # fmt: skip
