@@ -310,3 +310,28 @@ def test_the_report_reads_the_point_records_and_never_writes_them(results):
     writer.write(results)
     writer.write(results, slo={"ttft_p99_ms": 1})
     assert {p: p.read_bytes() for p in sorted(results.glob("*/status.json"))} == before
+
+
+def test_a_report_of_unchanged_inputs_is_read_back_and_any_change_writes_it_again(results):
+    first = writer.write(results)
+    page = results / writer.HTML_FILE
+    stamp = page.stat().st_mtime_ns
+    again = writer.write(results)
+    assert page.stat().st_mtime_ns == stamp  # a cached rerun draws no page
+    assert (again.text, again.rows, again.not_ok, again.verdict) == (
+        first.text,
+        first.rows,
+        first.not_ok,
+        first.verdict,
+    )
+    point = sorted(p.parent.name for p in results.glob("*/status.json"))[0]
+    mark_failed(results, point)
+    changed = writer.write(results)
+    assert page.stat().st_mtime_ns != stamp
+    assert any(point in line for line in changed.not_ok)
+    stamp = page.stat().st_mtime_ns
+    assert writer.write(results, {"ttft_p99_ms": 1.0}).verdict != changed.verdict  # other SLOs: judged again
+    assert page.stat().st_mtime_ns != stamp
+    (results / writer.HTML_FILE).unlink()  # a report file gone: written again
+    writer.write(results, {"ttft_p99_ms": 1.0})
+    assert page.is_file()

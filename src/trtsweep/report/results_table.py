@@ -61,6 +61,7 @@ THROUGHPUT = ("request_throughput", "output_token_throughput", "input_token_thro
               "input_tok_s_per_gpu", "output_tok_s_per_user", "output_tokens_mean", "input_tokens_mean", "prefix_share",
               "goodput", "good_fraction", "window_s")  # fmt: skip
 CAPACITY = ("capacity_rps", "capacity_concurrency", "capacity_out_tok_s_per_gpu", "capacity_levels", "capacity_bound")
+CSV_FILE, JSON_FILE = "results.csv", "results.json"
 SEARCH = ("search_round", "search_fidelity")  # a search's round point: its round, its share of the requests per level
 ACCURACY = ACCURACY_METRICS  # every score an SLO may judge by is a column
 COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT, *CAPACITY, *SEARCH,
@@ -240,5 +241,5 @@ def write(results_dir: Path, rows: Iterable[dict[str, Any]]) -> None:
     writer = csv.writer(buffer)
     writer.writerow(COLUMNS)
     writer.writerows([cell(row[c]) for c in COLUMNS] for row in rows)
-    atomic_write_text(results_dir / "results.csv", buffer.getvalue())
-    atomic_write_text(results_dir / "results.json", json.dumps({"columns": COLUMNS, "rows": rows}, indent=1) + "\n")
+    atomic_write_text(results_dir / CSV_FILE, buffer.getvalue())
+    atomic_write_text(results_dir / JSON_FILE, json.dumps({"columns": COLUMNS, "rows": rows}, indent=1) + "\n")

@@ -3,27 +3,36 @@
 Reads what was fetched to the controller: `results/<sweep>/<point_id>/llm_perf.summary.json` and
 `status.json`. The report only reads the point records: the fleet writes them, including the lost points of
 a run that ended (trtsweep.fleet.status.close_run, called before the report).
+
+A report whose inputs have not changed since it was written (the point folders, the search's files, the SLOs and
+this package's report code, by size and modification time) is not written again: a fully cached rerun reads it back
+(`.report-inputs.json`) instead of drawing the same page.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from trtsweep.common.fileio import atomic_write_text
+from trtsweep.common.fileio import atomic_write_text, read_json
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet import status
 from trtsweep.perf.export import CSV_COLUMNS, headline, table
-from trtsweep.report import page, results_table, search, sizing, verdict
+from trtsweep.report import results_table, search, sizing, verdict
 from trtsweep.sweep.slo import check as slo_check
 
 SUMMARY_FILE = "llm_perf.summary.json"
 PLACEMENT_COLUMNS = ("host", "gpus", "colocated")
 
 HTML_FILE = "report.html"
+OUTPUTS = ("report.csv", "report.md", results_table.CSV_FILE, results_table.JSON_FILE, HTML_FILE)
+REUSE_FILE = ".report-inputs.json"  # the inputs' digest and the report made from them
+# what the report does not read: the run's own state, fetched archives, the plan and the live events
+NOT_INPUTS = (".run", ".fetched", "plan.json", "events.json", "slo.json", REUSE_FILE, *OUTPUTS)
 
 
 def collect(results_dir: Path) -> list[dict[str, Any]]:
@@ -75,16 +84,55 @@ class Report(NamedTuple):
     html: Path
 
 
+def inputs_digest(results_dir: Path, slo: dict[str, Any] | None) -> str:
+    """A digest of what the report reads (every file of the sweep's folder but NOT_INPUTS, by name, size and
+    modification time), the SLOs it judges by and the report's own code."""
+    digest = hashlib.sha256(json.dumps(slo, sort_keys=True, default=str).encode())
+    code = Path(__file__).resolve().parent
+    files = [(results_dir, p) for p in results_dir.rglob("*") if p.relative_to(results_dir).parts[0] not in NOT_INPUTS]
+    files += [(code, p) for p in code.rglob("*")]
+    for base, path in sorted(files):
+        if path.is_file():
+            stat = path.stat()
+            digest.update(f"{path.relative_to(base)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _reused(results_dir: Path, digest: str) -> Report | None:
+    """The report written from these very inputs, if it and all its files are still there."""
+    kept = read_json(results_dir / REUSE_FILE)
+    if not kept or kept.get("digest") != digest or not all((results_dir / name).is_file() for name in OUTPUTS):
+        return None
+    return Report(kept["text"], kept["rows"], kept["not_ok"], kept["verdict"], results_dir / HTML_FILE)
+
+
 def write(results_dir: Path, slo: dict[str, Any] | None = None) -> Report:
-    """Write report.csv, report.md, results.csv, results.json and report.html into `results_dir`.
+    """Write report.csv, report.md, results.csv, results.json and report.html into `results_dir` (unless they
+    were written from the same inputs already: then that report is returned).
 
     `slo` (the sweep's, validated) is kept in the directory (slo.json) so that a later `trtsweep report` judges
     the same way."""
     slo_file = results_dir / "slo.json"
     if slo is not None:
-        atomic_write_text(slo_file, json.dumps(slo_check(slo), indent=2) + "\n")
+        slo = slo_check(slo)
+        if read_json(slo_file) != slo:
+            atomic_write_text(slo_file, json.dumps(slo, indent=2) + "\n")
     elif slo_file.is_file():
         slo = slo_check(json.loads(slo_file.read_text()))
+    digest = inputs_digest(results_dir, slo)
+    reused = _reused(results_dir, digest)
+    if reused is not None:
+        return reused
+    report = _write(results_dir, slo)
+    kept = {"digest": digest, "text": report.text, "rows": report.rows, "not_ok": report.not_ok,
+            "verdict": report.verdict}  # fmt: skip
+    atomic_write_text(results_dir / REUSE_FILE, json.dumps(kept, default=str))
+    return report
+
+
+def _write(results_dir: Path, slo: dict[str, Any] | None) -> Report:
+    from trtsweep.report import page  # matplotlib: only when a page is drawn
+
     rows = collect(results_dir)
     records = statuses(results_dir)
     if not rows and not records:
