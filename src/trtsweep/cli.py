@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
+from types import FrameType
+from typing import IO
 
 from trtsweep.errors import TrtsweepError
 
@@ -82,13 +90,46 @@ def _handoff(args: argparse.Namespace) -> None:
     )
 
 
+# a signal to `trtsweep run` is passed on to ansible-playbook as this one (a hang-up ends the run like a TERM)
+FORWARDED = {signal.SIGINT: signal.SIGINT, signal.SIGTERM: signal.SIGTERM, signal.SIGHUP: signal.SIGTERM}
+STOP_WAIT_S = 60.0  # after a forwarded signal, how long ansible-playbook has to end before it is killed
+
+
+class Playbook:
+    """ansible-playbook in a process group of its own (the terminal's Ctrl-C reaches it once, through us), bound to
+    end with `trtsweep run` however that ends (SIGTERM on its death, `kill -9` included); every signal `trtsweep run`
+    gets is passed on to it, and it is killed if it has not ended STOP_WAIT_S later. The run's heartbeats see the
+    playbook gone and end its lanes and servers on every host."""
+
+    def __init__(self, argv: list[str], log: IO[str], env: dict[str, str]) -> None:
+        from trtsweep.common.procs import die_with_parent
+
+        me = os.getpid()
+
+        def child() -> None:
+            os.setpgid(0, 0)
+            die_with_parent(me, signal.SIGTERM)
+
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=child)
+        self.stopping: float | None = None
+        for sig in FORWARDED:
+            signal.signal(sig, self._forward)
+
+    def _forward(self, signum: int, frame: FrameType | None) -> None:
+        self.stopping = self.stopping or time.monotonic()
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(FORWARDED[signal.Signals(signum)])
+
+    def poll(self) -> int | None:
+        """The playbook's exit status (None while it runs); kills it when it outlives a forwarded signal too long."""
+        rc = self.proc.poll()
+        if rc is None and self.stopping is not None and time.monotonic() - self.stopping > STOP_WAIT_S:
+            self.proc.kill()
+        return rc
+
+
 def _run(args: argparse.Namespace) -> None:
     """ansible-playbook with its plain output in a log file and a live view of the run on the terminal."""
-    import os
-    import subprocess
-    import tempfile
-    import time
-
     from trtsweep.fleet.progress import load, render
 
     rest = args.playbook_args[1:] if args.playbook_args[:1] == ["--"] else args.playbook_args
@@ -98,10 +139,10 @@ def _run(args: argparse.Namespace) -> None:
     env = {**os.environ, "TRTSWEEP_EVENTS_POINTER": str(pointer)}
     print(f"ansible-playbook output: {log_path}", flush=True)
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        playbook = Playbook(argv, log, env)
         shown = 0
         while True:
-            rc = proc.poll()
+            rc = playbook.poll()
             events_path = pointer.read_text().strip() if pointer.stat().st_size else ""
             if events_path:
                 text = render(load(Path(events_path)))
