@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -22,3 +25,11 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestBed]:
     require_testbed()
     with TestBed(tmp_path_factory.mktemp("fleet"), count=3) as bed:
         yield bed
+
+
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The controller's wheel and its dependency wheels, made once (pip download on the controller)."""
+    dest = tmp_path_factory.mktemp("wheelhouse")
+    subprocess.run([sys.executable, "-m", "trtsweep.cli", "wheelhouse", str(dest)], check=True, capture_output=True)
+    return dest

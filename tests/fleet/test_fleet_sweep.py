@@ -74,14 +74,6 @@ def playbook(inventory: Path, extravars: Path, *args: str, timeout: float = 1200
 
 
 @pytest.fixture(scope="module")
-def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The controller's wheel and its dependency wheels, made once (pip download on the controller)."""
-    dest = tmp_path_factory.mktemp("wheelhouse")
-    subprocess.run([sys.executable, "-m", "trtsweep.cli", "wheelhouse", str(dest)], check=True, capture_output=True)
-    return dest
-
-
-@pytest.fixture(scope="module")
 def fleet(testbed: TestBed, wheelhouse: Path, demo_model: DemoModel) -> dict:
     """Inventory and sweep vars for the bed; every host's cache holds the demo model (a copy)."""
     shared = testbed.dir / "shared-fleet"

@@ -169,14 +169,15 @@ class Host:
     prefixlen: int
     root: Path
     port: int = SSH_PORT
+    shared_home: Path | None = None  # one HOME for every host of the bed (NFS homes), with its default cache
 
     @property
     def home(self) -> Path:
-        return self.root / "home"
+        return self.shared_home or self.root / "home"
 
     @property
     def cache_dir(self) -> Path:
-        return self.root / "cache"
+        return self.home / ".cache" / "trtsweep" if self.shared_home else self.root / "cache"
 
     @property
     def work_dir(self) -> Path:
@@ -222,11 +223,15 @@ class TestBed:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, tmp_dir: Path, count: int = 3) -> None:
+    def __init__(self, tmp_dir: Path, count: int = 3, shared_home: bool = False) -> None:
+        """`shared_home`: every host logs in to the same HOME (``<tmp_dir>/home``), as on a cluster whose home
+        directories are on NFS, and its inventory leaves trtsweep's cache and work directories at their defaults
+        (``~/.cache/trtsweep``: one for all)."""
         if not 1 <= count <= MAX_HOSTS:
             raise ValueError(f"count must be within 1..{MAX_HOSTS}, not {count}")
         self.dir = Path(tmp_dir).resolve()
         self.count = count
+        self.shared_home = self.dir / "home" if shared_home else None
         self.token = secrets.token_hex(2)
         self.prefix = f"tsw{self.token}"
         self.bridge = f"{self.prefix}br"
@@ -331,6 +336,7 @@ class TestBed:
                 address=str(block.network_address + 10 + index),
                 prefixlen=block.prefixlen,
                 root=self.dir / f"h{index}",
+                shared_home=self.shared_home,
             )
             self.hosts.append(host)
             self._make_host(ip, host)
@@ -516,8 +522,11 @@ class TestBed:
                 "ansible_ssh_common_args": self.ssh_options,
                 # Ansible puts its own -o ConnectTimeout=<timeout> before the common args, and ssh keeps the first
                 "ansible_timeout": CONNECT_TIMEOUT,
-                "trtsweep_cache_dir": str(host.cache_dir),
-                "trtsweep_work_dir": str(host.work_dir),
+                **(
+                    {}
+                    if self.shared_home
+                    else {"trtsweep_cache_dir": str(host.cache_dir), "trtsweep_work_dir": str(host.work_dir)}
+                ),
                 **dict((host_vars or {}).get(host.name, {})),
             }
         group: dict[str, Any] = {"hosts": hosts}
