@@ -9,8 +9,6 @@ heartbeat and the load live on for minutes.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -18,68 +16,27 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.conftest import ROOT, wait_for
-from tests.integration.test_lanes_over_forks import free_block
+from tests.integration.standin_run import kill_all, playbook_env, procs, write_run
 
 LOAD_S = 240  # the stand-in's model load: far longer than the test waits
 TTL_S = 5
 
 
-def procs(marker: str) -> dict[int, str]:
-    """Pid -> command line of every process whose command line names `marker` (this test's own tmp folder)."""
-    out = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        with contextlib.suppress(OSError):
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            if marker in cmdline:
-                out[int(entry.name)] = cmdline
-    return out
-
-
-def kill_all(pids: list[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def start_run(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
-    """`trtsweep run -- sweep.yml` of one stand-in point on this machine; returns it and the work dir."""
-    work = tmp_path / "work"
-    wrapper = tmp_path / "tritonserver-standin"
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{ROOT / "benchmarks" / "standin_tritonserver.py"}" '
-                       f'--standin-load-s {LOAD_S} "$@"\n')  # fmt: skip
-    wrapper.chmod(0o755)
-    base = free_block(3)
-    sweep = {
-        "name": "signals", "backend": "hf",
-        "models": [{"repo_id": "HuggingFaceTB/SmolLM2-135M-Instruct", "name": "smol"}],
-        "precisions": ["float32"], "parallelism": [{"tp": 1, "pp": 1}], "max_batch_sizes": [2],
-        "lengths": [{"input": 256, "output": 16}], "streaming": [True],
-        "benchmark": {"input_data": "data/prompts.jsonl", "concurrency": [1], "num_requests": 4, "warmup_requests": 0,
-                      "chat_template": True},
-    }  # fmt: skip
-    extra = tmp_path / "vars.yml"
-    extra.write_text(yaml.safe_dump({
-        "trtsweep_sweep": sweep, "trtsweep_results_dir": str(tmp_path / "results"), "trtsweep_work_dir": str(work),
-        "trtsweep_triton_runtime": "native", "triton_serve_tritonserver": str(wrapper),
-        "trtsweep_server_lease_ttl": TTL_S, "trtsweep_triton_http_port": base, "trtsweep_triton_grpc_port": base + 1,
-        "trtsweep_triton_metrics_port": base + 2,
-    }))  # fmt: skip
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+def start_run(tmp_path: Path) -> subprocess.Popen[bytes]:
+    """`trtsweep run -- sweep.yml` of one stand-in point on this machine."""
+    extravars = write_run(tmp_path, "signals", LOAD_S, TTL_S)
     argv = [str(Path(sys.executable).parent / "trtsweep"), "run", "--log", str(tmp_path / "run.log"), "--interval",
-            "0.5", "--", "sweep.yml", "-e", f"@{extra}"]  # fmt: skip
-    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), work
+            "0.5", "--", "sweep.yml", "-e", f"@{extravars}"]  # fmt: skip
+    return subprocess.Popen(argv, cwd=ROOT, env=playbook_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 @pytest.mark.e2e
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_stopping_trtsweep_run_ends_the_playbook_its_lanes_and_the_loading_server(tmp_path, how):
-    run, _ = start_run(tmp_path)
+    run = start_run(tmp_path)
     marker = str(tmp_path)
     try:
         # the point's server is loading (the stand-in started under the lane, its supervisor tied to the lease)

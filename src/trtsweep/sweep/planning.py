@@ -60,9 +60,7 @@ from typing import Any
 
 from trtsweep.common.fileio import file_sha256
 from trtsweep.errors import TrtsweepError
-from trtsweep.perf.conversations import load_conversations
 from trtsweep.perf.dataset import load_jsonl
-from trtsweep.perf.workloads import TraceSpec, load_trace
 from trtsweep.sweep import flows, schema
 from trtsweep.sweep.slo import search_limits
 from trtsweep.toolchain.precisions import PRECISIONS as TRTLLM_PRECISIONS
@@ -128,6 +126,8 @@ def check_input_data(input_data: str, base_dir: Path) -> Path:
 def check_conversations(conversations: dict[str, Any], base_dir: Path) -> dict[str, Any]:
     """The conversations with their defaults, read as llm-perf will (the first bad line fails the plan, naming file
     and line); the path made absolute and the content hash added (an edited file reruns its points)."""
+    from trtsweep.perf.conversations import load_conversations  # the client's runner (aiohttp): only when used
+
     conversations = {**CONVERSATIONS_DEFAULTS, **conversations}
     path = Path(conversations["path"])
     path = path if path.is_absolute() else base_dir / path
@@ -142,6 +142,8 @@ def check_trace(trace: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any], 
     """The trace with its defaults, read as llm-perf will (the first bad line fails the plan, naming file and line);
     its speeds a list, its path made absolute and its content hash added (an edited trace reruns its points). Also
     where its longest request is ("file:line") and its input tokens."""
+    from trtsweep.perf.workloads import TraceSpec, load_trace  # the client's runner (aiohttp): only when used
+
     trace = {**TRACE_DEFAULTS, **trace}
     path = Path(trace["path"])
     path = path if path.is_absolute() else base_dir / path
