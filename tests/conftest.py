@@ -1,5 +1,7 @@
 """Shared fixtures: the demo model, free loopback ports, a real local Triton server, a live process to point
-at, and waiting for a condition."""
+at, and waiting for a condition. Also the fault suite's table: every test marked
+`@pytest.mark.fault(fault, outcome)` is listed at the end of the run with its result (`pytest -m fault` runs
+only them)."""
 
 from __future__ import annotations
 
@@ -114,3 +116,26 @@ def spooled(monkeypatch: pytest.MonkeyPatch) -> list:
 
     monkeypatch.setattr(Spool, "results", keep)
     return kept
+
+
+FAULTS: list[tuple[str, str, str, str, float]] = []  # fault, required outcome, test, result, seconds
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report = yield
+    marker = item.get_closest_marker("fault")
+    if marker is not None and (report.when == "call" or report.outcome != "passed"):
+        FAULTS.append((*marker.args, item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1] + "::" + item.name,
+                       report.outcome, report.duration))  # fmt: skip
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not FAULTS:
+        return
+    terminalreporter.section("fault suite")
+    terminalreporter.write_line("| fault injected | outcome it must have | test | result | s |")
+    terminalreporter.write_line("|---|---|---|---|---|")
+    for fault, outcome, test, result, seconds in FAULTS:
+        terminalreporter.write_line(f"| {fault} | {outcome} | {test} | {result} | {seconds:.0f} |")

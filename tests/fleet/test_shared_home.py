@@ -47,6 +47,9 @@ def shared_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestBed]:
         yield bed
 
 
+@pytest.mark.fault(
+    "three hosts share one home (one ~/.cache/trtsweep)", "every point ok; each host's run files are its own"
+)
 def test_three_hosts_with_one_home_run_their_own_lanes_and_measure_every_point(
     shared_bed: TestBed, wheelhouse: Path, demo_model: DemoModel
 ) -> None:

@@ -43,7 +43,7 @@ def write_run(tmp_path: Path, name: str, load_s: float, ttl_s: float, token_ms: 
         "trtsweep_work_dir": str(tmp_path / "work"), "trtsweep_triton_runtime": "native",
         "triton_serve_tritonserver": str(wrapper), "trtsweep_server_lease_ttl": ttl_s,
         "trtsweep_triton_http_port": base, "trtsweep_triton_grpc_port": base + 1,
-        "trtsweep_triton_metrics_port": base + 2, **extra,
+        "trtsweep_triton_metrics_port": base + 2, "trtsweep_gpus": 1, **extra,
     }))  # fmt: skip
     return extravars
 

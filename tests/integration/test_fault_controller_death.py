@@ -28,6 +28,7 @@ from tests.integration.standin_run import (
 TTL_S = 5
 SERVER_GRACE_S = 15  # the supervisor's TERM grace and polls
 RUNNER_GRACE_S = 60  # the runner's margin and its lanes' stop grace
+OUTCOME = "server gone within TTL + 15 s, runner and lane within TTL + 60 s; a rerun measures the point"
 
 
 def controller(marker: str) -> list[int]:
@@ -37,7 +38,12 @@ def controller(marker: str) -> list[int]:
 
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("stage", ["serve", "benchmark"])
+@pytest.mark.parametrize("stage", [
+    pytest.param("serve", marks=pytest.mark.fault(
+        "controller and heartbeat killed -9 during the model load", OUTCOME)),
+    pytest.param("benchmark", marks=pytest.mark.fault(
+        "controller and heartbeat killed -9 during the benchmark", OUTCOME)),
+])  # fmt: skip
 def test_a_controller_killed_with_its_heartbeat_stops_the_hosts_work_within_the_ttl_and_a_rerun_measures(
     tmp_path, stage
 ):

@@ -68,6 +68,10 @@ def clean_copy(dest: Path) -> Path:
             target.symlink_to(os.readlink(source))
         else:
             shutil.copy2(source, target)
+    marker = Path(sys.prefix) / ".installed"  # make's own record that the venv matches pyproject.toml
+    if not marker.is_file() or marker.stat().st_mtime < (dest / "pyproject.toml").stat().st_mtime:
+        pytest.fail(f"{sys.prefix} is older than pyproject.toml: `make install` first (else make sweep would reinstall "
+                    "this test run's venv from the copy)", pytrace=False)  # fmt: skip
     (dest / ".venv").symlink_to(Path(sys.prefix))
     return dest
 

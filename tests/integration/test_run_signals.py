@@ -22,6 +22,7 @@ from tests.integration.standin_run import kill_all, playbook_env, procs, write_r
 
 LOAD_S = 240  # the stand-in's model load: far longer than the test waits
 TTL_S = 5
+OUTCOME = "the playbook, heartbeat, runner, lane, supervisor and server all end within TTL + 60 s"
 
 
 def start_run(tmp_path: Path) -> subprocess.Popen[bytes]:
@@ -34,7 +35,12 @@ def start_run(tmp_path: Path) -> subprocess.Popen[bytes]:
 
 @pytest.mark.e2e
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+@pytest.mark.parametrize("how", [
+    pytest.param(signal.SIGTERM, id="sigterm", marks=pytest.mark.fault(
+        "`trtsweep run` gets SIGTERM while its point's server loads", OUTCOME)),
+    pytest.param(signal.SIGKILL, id="sigkill", marks=pytest.mark.fault(
+        "`trtsweep run` killed -9 while its point's server loads", OUTCOME)),
+])  # fmt: skip
 def test_stopping_trtsweep_run_ends_the_playbook_its_lanes_and_the_loading_server(tmp_path, how):
     run = start_run(tmp_path)
     marker = str(tmp_path)

@@ -141,7 +141,12 @@ def run(tmp_path: Path) -> Iterator[Run]:
 
 @pytest.mark.e2e
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("how", [
+    pytest.param("ctrl-c", marks=pytest.mark.fault("Ctrl-C of ansible-playbook mid-benchmark",
+                                                   "server and benchmark gone within TTL + grace")),
+    pytest.param("sigterm", marks=pytest.mark.fault("SIGTERM to ansible-playbook mid-benchmark",
+                                                    "server and benchmark gone within TTL + grace")),
+])  # fmt: skip
 def test_an_interrupted_run_leaves_no_server(run, how):
     state = run.wait_benchmark()
     if how == "ctrl-c":  # the terminal sends SIGINT to the whole foreground process group
@@ -172,6 +177,7 @@ def test_an_interrupted_run_leaves_no_server(run, how):
 
 @pytest.mark.e2e
 @pytest.mark.timeout(900)
+@pytest.mark.fault("a server's supervisor killed -9 mid-benchmark", "server, its stubs and the benchmark gone")
 def test_a_killed_supervisor_takes_its_server_stubs_and_benchmark_with_it(run):
     """The OOM killer or kill -9 takes the supervisor, and the run is interrupted too: nothing of the point's
     serving stays (the server dies with its supervisor, Triton's stubs with Triton, llm-perf with its server)."""
@@ -212,6 +218,7 @@ def test_a_second_run_of_the_sweep_is_refused_and_the_first_measures_on(run):
 
 @pytest.mark.e2e
 @pytest.mark.timeout(900)
+@pytest.mark.fault("the server killed mid-benchmark", "the point fails with the server's exit, the run ends non-zero")
 def test_a_server_killed_mid_benchmark_fails_the_point_and_the_run(run):
     state = run.wait_benchmark()
     os.kill(state.pid, signal.SIGKILL)

@@ -1,0 +1,101 @@
+"""A disk that fills up mid-run, on the host (its work directory) and on the controller (the results directory).
+
+Each disk is a small tmpfs the test mounts (root) and fills with one file while the point benchmarks, as another
+job on a shared machine would; the stand-in server serves the point on this machine. What must hold: the run ends
+within a bounded time with the point failed or lost and a one-line cause naming the full disk, nothing of the run
+is left running, and once the space is back a rerun measures the point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, wait_for
+from tests.integration.standin_run import (
+    journal_stages,
+    kill_all,
+    playbook_argv,
+    playbook_env,
+    procs,
+    records,
+    write_run,
+)
+
+TTL_S = 5
+OUTCOME = "the run ends (bounded) naming the full disk, nothing left running; with space back a rerun measures"
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size_mb: int) -> Iterator[Path]:
+    path.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(path)],
+                             capture_output=True, text=True, check=False)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.fail(f"a full disk needs a tmpfs of the test's own (root, mount): {mounted.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def fill(folder: Path) -> Path:
+    """Fill the file system holding `folder` to the last byte; returns the file that did it."""
+    ballast = folder / "ballast"
+    with ballast.open("wb") as handle:
+        block = b"\0" * (1 << 20)
+        try:
+            while True:
+                handle.write(block)
+                handle.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+        with contextlib.suppress(OSError):
+            while True:
+                handle.write(b"\0" * 512)
+                handle.flush()
+    return ballast
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("where", [
+    pytest.param("host", marks=pytest.mark.fault("the host's disk fills mid-benchmark", OUTCOME)),
+    pytest.param("controller", marks=pytest.mark.fault("the controller's disk fills mid-benchmark", OUTCOME)),
+])  # fmt: skip
+def test_a_disk_that_fills_mid_benchmark_ends_the_run_in_bounded_time_and_a_rerun_measures(tmp_path, where):
+    marker = str(tmp_path)
+    disk = tmp_path / "work" if where == "host" else tmp_path / "results"
+    with tmpfs(disk, 64):
+        extravars = write_run(tmp_path, "full", 1, TTL_S, token_ms=150)  # a benchmark of about 20 s
+        run = subprocess.Popen(playbook_argv(extravars), cwd=ROOT, env=playbook_env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+        try:
+            wait_for(lambda: "benchmark" in journal_stages(tmp_path / "work"), 300)
+            ballast = fill(disk)
+            started = time.monotonic()
+            out, _ = run.communicate(timeout=300)
+            print(
+                f"{where}: the run ended {time.monotonic() - started:.1f} s after the disk filled (rc {run.returncode})"
+            )
+            assert run.returncode != 0
+            assert "No space left on device" in out or "ENOSPC" in out, out[-4000:]
+            wait_for(lambda: not procs(marker), TTL_S + 60)
+        finally:
+            if run.poll() is None:
+                run.kill()
+            kill_all(list(procs(marker)))
+        ballast.unlink()
+        os.sync()
+        rerun = subprocess.run(playbook_argv(extravars), cwd=ROOT, env=playbook_env(), capture_output=True,
+                               text=True, timeout=400)  # fmt: skip
+        assert rerun.returncode == 0, rerun.stdout[-4000:]
+        assert [r["status"] for r in records(tmp_path, "full").values()] == ["ok"]
+        assert not procs(marker)
