@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ def write_run(tmp_path: Path, name: str, load_s: float, ttl_s: float, token_ms: 
         "models": [{"repo_id": "HuggingFaceTB/SmolLM2-135M-Instruct", "name": "smol"}],
         "precisions": ["float32", "int8", "bfloat16"][:points], "parallelism": [{"tp": 1, "pp": 1}],
         "max_batch_sizes": [2], "lengths": [{"input": 256, "output": 16}], "streaming": [True],
+        "placement": {"mode": "exclusive", "gpus_per_point": 1},
         "benchmark": {"input_data": "data/prompts.jsonl", "concurrency": [1], "num_requests": 8, "warmup_requests": 0,
                       "max_tokens": 16, "chat_template": True},
     }  # fmt: skip
@@ -68,6 +70,18 @@ def procs(marker: str) -> dict[int, str]:
             if marker in cmdline:
                 out[int(entry.name)] = cmdline
     return out
+
+
+def all_gone(marker: str, timeout_s: float, what: str = "") -> float:
+    """Seconds until no process names `marker` (only those whose command line holds `what`, if given); fails
+    naming what is left."""
+    start = time.monotonic()
+    while True:
+        left = {pid: line for pid, line in procs(marker).items() if what in line}
+        if not left:
+            return time.monotonic() - start
+        assert time.monotonic() - start < timeout_s, f"still running after {timeout_s} s: {left}"
+        time.sleep(0.1)
 
 
 def kill_all(pids: list[int]) -> None:

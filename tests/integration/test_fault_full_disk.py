@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import ROOT, wait_for
 from tests.integration.standin_run import (
+    all_gone,
     journal_stages,
     kill_all,
     playbook_argv,
@@ -87,7 +88,7 @@ def test_a_disk_that_fills_mid_benchmark_ends_the_run_in_bounded_time_and_a_reru
             )
             assert run.returncode != 0
             assert "No space left on device" in out or "ENOSPC" in out, out[-4000:]
-            wait_for(lambda: not procs(marker), TTL_S + 60)
+            all_gone(marker, TTL_S + 60)
         finally:
             if run.poll() is None:
                 run.kill()
@@ -98,4 +99,4 @@ def test_a_disk_that_fills_mid_benchmark_ends_the_run_in_bounded_time_and_a_reru
                                text=True, timeout=400)  # fmt: skip
         assert rerun.returncode == 0, rerun.stdout[-4000:]
         assert [r["status"] for r in records(tmp_path, "full").values()] == ["ok"]
-        assert not procs(marker)
+        all_gone(marker, 10)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, wait_for
-from tests.integration.standin_run import kill_all, playbook_env, procs, write_run
+from tests.integration.standin_run import all_gone, kill_all, playbook_env, procs, write_run
 
 LOAD_S = 240  # the stand-in's model load: far longer than the test waits
 TTL_S = 5
@@ -53,7 +53,7 @@ def test_stopping_trtsweep_run_ends_the_playbook_its_lanes_and_the_loading_serve
         started = time.monotonic()
         # everything this run started ends: the playbook, its heartbeat, the runner, its lane, the supervisor, the
         # stand-in (the lease's TTL plus the runner's stop grace bound it, far below the stand-in's load)
-        wait_for(lambda: not procs(marker), TTL_S + 60)
+        all_gone(marker, TTL_S + 60)
         assert time.monotonic() - started < LOAD_S / 2
     finally:
         if run.poll() is None:
