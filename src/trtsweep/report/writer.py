@@ -31,8 +31,9 @@ PLACEMENT_COLUMNS = ("host", "gpus", "colocated")
 HTML_FILE = "report.html"
 OUTPUTS = ("report.csv", "report.md", results_table.CSV_FILE, results_table.JSON_FILE, HTML_FILE)
 REUSE_FILE = ".report-inputs.json"  # the inputs' digest and the report made from them
-# what the report does not read: the run's own state, fetched archives, the plan and the live events
-NOT_INPUTS = (".run", ".fetched", "plan.json", "events.json", "slo.json", REUSE_FILE, *OUTPUTS)
+# what the report does not read: the run's own hidden state (.run/, .fetched/, the run lock), the plan, the live
+# events and the report itself
+NOT_INPUTS = ("plan.json", "events.json", "slo.json", *OUTPUTS)
 
 
 def collect(results_dir: Path) -> list[dict[str, Any]]:
@@ -89,7 +90,8 @@ def inputs_digest(results_dir: Path, slo: dict[str, Any] | None) -> str:
     modification time), the SLOs it judges by and the report's own code."""
     digest = hashlib.sha256(json.dumps(slo, sort_keys=True, default=str).encode())
     code = Path(__file__).resolve().parent
-    files = [(results_dir, p) for p in results_dir.rglob("*") if p.relative_to(results_dir).parts[0] not in NOT_INPUTS]
+    top = [p for p in results_dir.iterdir() if not p.name.startswith(".") and p.name not in NOT_INPUTS]
+    files = [(results_dir, p) for t in top for p in (t.rglob("*") if t.is_dir() else [t])]
     files += [(code, p) for p in code.rglob("*")]
     for base, path in sorted(files):
         if path.is_file():
