@@ -16,6 +16,7 @@ Documentation: library/trtsweep_lanes.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -144,6 +145,9 @@ class ActionModule(ActionBase):
             if polled.get("runner_alive") is False and not collector.done():
                 collector.take_runner_death(polled.get("runner_log") or [])
                 break
+        # the host spec may hold a hub token: gone once its lanes ended (best effort)
+        with contextlib.suppress(AnsibleError, RuntimeError, OSError):
+            self._remote(["rm", "-f", "--", f"{spec['journal_dir']}/host.json"], "removing the host spec")
         return {**result, "changed": True, **collector.summary()}
 
     @staticmethod

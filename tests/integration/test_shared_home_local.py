@@ -49,9 +49,9 @@ def shared_cache(tmp_path: Path, demo_model: DemoModel) -> Path:
 
 
 def inventory(tmp_path: Path) -> Path:
-    hosts = {}
-    for name in HOSTS:
-        base = free_block(3)
+    hosts, first = {}, free_block(3 * len(HOSTS))
+    for number, name in enumerate(HOSTS):
+        base = first + 3 * number
         hosts[name] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                        "fleet_prepare_install": False, "trtsweep_triton_http_port": base,
                        "trtsweep_triton_grpc_port": base + 1, "trtsweep_triton_metrics_port": base + 2}  # fmt: skip

@@ -8,11 +8,18 @@ the host's connection; this module decides what they mean, on the controller:
 - `end`: the point's archive is fetched and unpacked and its record completed (`status.record_finished`);
 - the run's live view (`.run/progress-<host>.json`, merged with events.json by `fleet.progress.load`) shows each
   lane's point and stage and each point's state.
+
+What a host writes for the run is named by the host, not only by the run (`host_file_name`): hosts that share one
+home directory (NFS homes: one `~/.cache/trtsweep`, one work directory) each get their own run folder
+(`<work>/<sweep>/.runs/<run>-<host>`: host spec, runner record and log, journals), as they get their own lease
+(group_vars: `<work>/.leases/<run>-<host>.lease`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +33,14 @@ PROGRESS_PREFIX = "progress-"
 RUN_FOLDER = ".run"
 
 Fetch = Callable[[str, Path], None]
+UNSAFE = re.compile(r"[^A-Za-z0-9._-]")  # group_vars' trtsweep_run_lease_file names the host the same way
+
+
+def host_file_name(host: str) -> str:
+    """An inventory host name as a part of a file name: itself when it is safe (letters, digits, `.`, `_`, `-`),
+    else its unsafe characters replaced by `_` and a hash of the name added (two names stay two files)."""
+    safe = UNSAFE.sub("_", host)
+    return host if safe == host else f"{safe}-{hashlib.sha1(host.encode()).hexdigest()[:8]}"
 
 
 class Collector:
@@ -43,8 +58,8 @@ class Collector:
     def host_spec(self, settings: dict[str, Any], lease_file: str) -> dict[str, Any]:
         """The host spec (trtsweep.lane.spec.HostSpec) for this host's lanes; `inputs` is filled by the sender."""
         rounds = self.plan.get("search", {}).get("round", 1)  # a search's later round: a folder of its own
-        folder = f"{settings['trtsweep_work_dir']}/{self.plan['sweep']}/.runs/{self.run_id}"
-        folder += f"-r{rounds}" if rounds > 1 else ""
+        run = f"{self.run_id}-r{rounds}" if rounds > 1 else self.run_id
+        folder = f"{settings['trtsweep_work_dir']}/{self.plan['sweep']}/.runs/{run}-{host_file_name(self.host)}"
         return {
             "run_id": self.run_id, "sweep": self.plan["sweep"], "journal_dir": folder, "lease_file": lease_file,
             "settings": settings, "inputs": {},
