@@ -1,12 +1,15 @@
 """The run's heartbeat (trtsweep/fleet/heartbeat.py) with real processes: one channel per host renews the host's lease
-while the controller lives, restarts a channel that ends, and stops when the controller is gone."""
+(a counter that advances, written whole) while the controller lives, restarts a channel that ends, and stops - the
+host's lease removed - when the controller is gone or when it is told to (SIGTERM)."""
 
 from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,14 +36,28 @@ def mtime(path: Path) -> float:
     return path.stat().st_mtime if path.exists() else 0.0
 
 
+def counters(lease: Path, count: int, timeout_s: float = 10) -> list[int]:
+    """The first `count` different counters read from the lease, in the order they were read."""
+    seen: list[int] = []
+    deadline = time.monotonic() + timeout_s
+    while len(seen) < count:
+        assert time.monotonic() < deadline, f"counters read: {seen}"
+        if lease.exists():
+            value = int(lease.read_text())  # whole: never an empty or half-written file
+            if value not in seen:
+                seen.append(value)
+        time.sleep(0.02)
+    return seen
+
+
 def test_the_lease_is_renewed_while_the_controller_lives_and_removed_when_it_is_gone(tmp_path, controller):
     lease = tmp_path / "leases dir" / "run 1's.lease"  # spaces and a quote: the channel's command is quoted
     # the channel as a remote login shell runs it: one command string
     beat = start_beat(controller, tmp_path / "hb.log", ["sh", "-c", heartbeat.remote_command(str(lease))])
     try:
-        wait_for(lease.exists, 10)
-        first = mtime(lease)
-        wait_for(lambda: mtime(lease) > first, 5)  # renewed again and again
+        seen = counters(lease, 4)  # renewed again and again: a counter that advances
+        assert seen == sorted(seen), seen
+        assert sorted(p.name for p in lease.parent.iterdir()) == [lease.name]  # written whole: no temporary left
         controller.kill()
         controller.wait()
         wait_for(lambda: beat.poll() is not None, 5)  # the heartbeat ends with the controller...
@@ -86,3 +103,19 @@ def test_a_reused_controller_pid_is_not_the_controller(tmp_path):
                           timeout=30, check=False)  # fmt: skip
     assert beat.returncode == 0
     assert not (tmp_path / "l").exists()
+
+
+def test_a_terminated_heartbeat_ends_the_hosts_lease_as_a_dead_controller_does(tmp_path, controller):
+    """The controller stops one host's lanes by terminating that host's heartbeat."""
+    lease = tmp_path / "run.lease"
+    beat = start_beat(controller, tmp_path / "hb.log", ["sh", "-c", heartbeat.renew_loop(str(lease))], every=2)
+    try:
+        wait_for(lease.exists, 10)
+        beat.send_signal(signal.SIGTERM)
+        assert beat.wait(timeout=5) == 0
+        wait_for(lambda: not lease.exists(), 2)  # `end` reached the host: its servers stop now, not after the TTL
+        assert "stopped by SIGTERM" in (tmp_path / "hb.log").read_text()
+        assert controller.poll() is None  # the controller lives on
+    finally:
+        beat.kill()
+        beat.wait()
