@@ -1,5 +1,6 @@
 """The server supervisor (serve/supervisor.py) with real processes: a server with a child of its own (as
-tritonserver has its python-backend stubs) lives only while its lease is renewed, and its end is recorded."""
+tritonserver has its python-backend stubs) lives only while its lease is renewed (its counter advanced, whatever
+the file's mtime says), and its end is recorded."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import wait_for
+from tests.unit.test_lease_watch import beat, shift_mtime
 from trtsweep.common.procs import start_ticks
 from trtsweep.serve import supervisor
 from trtsweep.serve.server import gone
@@ -51,14 +53,37 @@ def exit_record(tmp_path: Path) -> dict:
 
 def test_an_unrenewed_lease_stops_the_server_and_its_children(tmp_path):
     lease = tmp_path / "server.lease"
-    supervisor.renew(lease)
+    beat(lease, 1)
     sup, server, stub = supervise(tmp_path, "--lease", str(lease), "--ttl", "2", "--grace", "3")
-    for _ in range(4):  # renewed: it lives past its ttl
+    for counter in range(2, 6):  # renewed: it lives past its ttl, though an NTP step puts its mtime an hour back
         time.sleep(1)
-        supervisor.renew(lease)
+        beat(lease, counter)
+        shift_mtime(lease, -3600)
     assert alive(server) and alive(stub)
-    took = wait_for(lambda: not alive(server) and not alive(stub), 15)  # the run went away: no more renewals
-    assert took < 2 + 3 + 2
+    shift_mtime(lease, 3600)  # the run went away (no more renewals) and the clock stepped ahead
+    took = wait_for(lambda: not alive(server) and not alive(stub), 15)
+    assert 2 - 1 < took < 2 + 3 + 2
+    assert exit_record(tmp_path)["reason"] == "lease expired"
+    assert sup.wait(timeout=10) == 0
+
+
+def test_a_lease_not_written_yet_has_the_ttl_from_the_supervisors_start(tmp_path):
+    lease = tmp_path / "server.lease"  # the heartbeat's first line has not reached the host yet
+    sup, server, stub = supervise(tmp_path, "--lease", str(lease), "--ttl", "3", "--grace", "3")
+    time.sleep(1.5)
+    assert alive(server) and alive(stub)
+    wait_for(lambda: not alive(server) and not alive(stub), 3 + 3 + 2)
+    assert exit_record(tmp_path)["reason"] == "lease expired"
+    assert sup.wait(timeout=10) == 0
+
+
+def test_a_removed_lease_stops_the_server_at_once(tmp_path):
+    lease = tmp_path / "server.lease"
+    beat(lease, 1)
+    sup, server, stub = supervise(tmp_path, "--lease", str(lease), "--ttl", "60", "--grace", "3")
+    time.sleep(1)  # seen by the supervisor
+    lease.unlink()  # the heartbeat's `end`: the run is over
+    wait_for(lambda: not alive(server) and not alive(stub), 3)
     assert exit_record(tmp_path)["reason"] == "lease expired"
     assert sup.wait(timeout=10) == 0
 

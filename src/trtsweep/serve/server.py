@@ -101,8 +101,7 @@ def _supervised(
     """Start `argv` under its supervisor (serve/supervisor.py); return the server's pid and start ticks, and the
     supervisor's {pid, start_ticks}."""
     command = [sys.executable, "-m", "trtsweep.serve.supervisor", "--state", str(state_file)]
-    if spec.lease_file is not None:
-        supervisor.renew(spec.lease_file)
+    if spec.lease_file is not None:  # renewed by the run's heartbeat alone (fleet/heartbeat.py), never here
         command += ["--lease", str(spec.lease_file), "--ttl", str(spec.lease_ttl_s)]
     if spec.runtime == "container" and spec.container:
         command += ["--container", spec.container.docker, spec.container.name]
@@ -196,13 +195,12 @@ def wait_ready(state: ServerState, timeout_s: float) -> float:
 
     Triton answers /v2/health/ready before its metrics endpoint listens, so health alone is not enough
     for a client that scrapes metrics right away. On failure stop it and raise with the log tail; a port
-    answered by another server fails at once, in one line. The lease is renewed while we wait: this task
-    is the run, alive.
+    answered by another server fails at once, in one line. Waiting does not renew the run's lease (only the
+    controller's heartbeat does): a controller that dies while the model loads has its server stopped within the
+    lease's TTL, and the wait ends saying so.
     """
     started = time.monotonic()
     while True:
-        if state.lease_file:
-            supervisor.renew(Path(state.lease_file))
         ours, other = check_identity(state)
         if other is not None:
             _fail_foreign(state, other)

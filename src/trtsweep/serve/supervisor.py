@@ -9,10 +9,11 @@ twice a second:
 - the server exits by itself: `<S>.exit` records its exit status or signal (`reason: exited`), what is left
   of its process group (stubs) is killed, and the supervisor ends; the run reads the record to say why a
   point's server died mid-benchmark;
-- the lease file `L` is older than `T` seconds (or gone): the run's heartbeat on this host stopped renewing it
-  (trtsweep/fleet/heartbeat.py: the run ended or was interrupted, a cut SSH link, a crashed controller): the
-  server's group gets TERM, KILL after the grace period, a named container is removed, `<S>.exit` says
-  `lease expired`;
+- the lease file `L` lapsed (common/lease.py): its counter did not advance for `T` seconds of this host's
+  monotonic clock (the run's heartbeat stopped renewing it: a cut SSH link, a crashed controller), or it was
+  there and is gone (the heartbeat's `end`: the run ended or was interrupted; at once); a lease not written yet
+  gets `T` seconds from the supervisor's start. The server's group gets TERM, KILL after the grace period
+  (STOP_GRACE_S), a named container is removed, `<S>.exit` says `lease expired` and the log why;
 - the supervisor itself gets TERM / INT / HUP: the same stop, `reason: supervisor signalled`.
 Without `--lease` only the exit status is recorded (a server started on its own, e.g. the standalone role).
 The server's environment comes in TRTSWEEP_SUPERVISED_ENV (JSON), so the supervisor's own Python does not run
@@ -32,10 +33,12 @@ import time
 from pathlib import Path
 
 from trtsweep.common.fileio import atomic_write_text
+from trtsweep.common.lease import LeaseWatch
 from trtsweep.common.procs import die_with_parent, start_ticks
 
 ENV_VAR = "TRTSWEEP_SUPERVISED_ENV"
 POLL_S = 0.5
+STOP_GRACE_S = 5.0  # TERM to KILL when stopping a server: nothing is measured any more, no long goodbyes
 
 
 def server_file(state_file: Path) -> Path:
@@ -44,21 +47,6 @@ def server_file(state_file: Path) -> Path:
 
 def exit_file(state_file: Path) -> Path:
     return state_file.with_name(state_file.name + ".exit")
-
-
-def lease_age(lease: Path) -> float | None:
-    """Seconds since the lease was last renewed; None if there is no lease file."""
-    try:
-        return time.time() - lease.stat().st_mtime
-    except FileNotFoundError:
-        return None
-
-
-def renew(lease: Path) -> None:
-    """Create or touch the lease file."""
-    lease.parent.mkdir(parents=True, exist_ok=True)
-    lease.touch()
-    os.utime(lease)
 
 
 def describe_exit(record: dict[str, object]) -> str:
@@ -93,6 +81,7 @@ def _record(state_file: Path, proc: subprocess.Popen[bytes], reason: str) -> Non
 def supervise(argv: list[str], state_file: Path, lease: Path | None, ttl_s: float, grace_s: float,
               container: list[str] | None) -> int:  # fmt: skip
     env = json.loads(os.environ.pop(ENV_VAR, "null")) or dict(os.environ)
+    watch = LeaseWatch(lease, ttl_s) if lease is not None else None  # a lease not written yet: the TTL from now
     stopping: list[str] = []
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stopping.append("supervisor signalled"))
@@ -103,8 +92,9 @@ def supervise(argv: list[str], state_file: Path, lease: Path | None, ttl_s: floa
               "supervisor": {"pid": me, "start_ticks": start_ticks(me)}}  # fmt: skip
     atomic_write_text(server_file(state_file), json.dumps(record))
     while proc.poll() is None:
-        age = lease_age(lease) if lease is not None else 0.0
-        if lease is not None and (age is None or age > ttl_s):
+        lapsed = watch.lapsed() if watch is not None else None
+        if lapsed:
+            print(f"trtsweep supervisor: {lapsed}", flush=True)
             stopping.append("lease expired")
         if stopping:
             print(f"trtsweep supervisor: stopping the server (pid {proc.pid}): {stopping[0]}", flush=True)
@@ -123,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state", type=Path, required=True)
     parser.add_argument("--lease", type=Path)
     parser.add_argument("--ttl", type=float, default=30.0)
-    parser.add_argument("--grace", type=float, default=5.0)  # nothing is measured any more: no long goodbyes
+    parser.add_argument("--grace", type=float, default=STOP_GRACE_S)
     parser.add_argument("--container", nargs=2, metavar=("DOCKER", "NAME"))
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
