@@ -4,11 +4,21 @@
     python -m trtsweep.lane HOST_SPEC --lane NAME  one lane (started by the runner)
 
 The runner writes its pid to the journal folder (`journal.RUNNER_FILE`), so the controller can tell a runner that
-died from one that is busy. The run's lease (renewed by the controller's heartbeat for this host) is its tie to the
-controller: when the lease is older than its TTL or gone (the run ended, was interrupted, or the link is cut), the
-servers' supervisors stop the servers, a lane starts no further point, and the runner stops its lanes soon after
-(TERM: each stops its server and its benchmark) and exits; a point it never started is left to the controller, which
-records it lost. A lane dies with the runner (parent-death signal).
+died from one that is busy. The run's lease (renewed by the controller's heartbeat for this host and by nothing else,
+judged by its counter on this host's monotonic clock: common/lease.py) is its tie to the controller: when it lapses
+(at once when the run ended or was stopped; within its TTL for a dead controller or a cut link), the servers'
+supervisors stop the servers, a lane starts no further point, and the runner stops its lanes soon after (TERM: each
+stops its server and its benchmark, or its build tool and that tool's container) and exits; a point it never started
+is left to the controller, which records it lost. A lane dies with the runner (parent-death signal: TERM). When the
+runner ends, after its lanes, it deletes the host spec: the lanes read it when they start, and it can hold the Hub
+token.
+
+A stop signal (TERM, INT, HUP) ends a lane: its point's stage is stopped where it is (the server, the benchmark, the
+build tool and its container) and it starts no further point.
+
+A lane's ports may be held when it starts (a rerun started while an interrupted run's server drains: its supervisor
+stops it within the lease's TTL plus its stop grace): the lane waits for them that long, then fails every point at
+preflight, saying how long it waited.
 """
 
 from __future__ import annotations
@@ -25,60 +35,61 @@ from pathlib import Path
 from types import FrameType
 
 from trtsweep.common.fileio import atomic_write_text
+from trtsweep.common.lease import LeaseWatch
 from trtsweep.common.procs import die_with_parent, start_ticks
 from trtsweep.lane import journal
 from trtsweep.lane.point import PointRun
 from trtsweep.lane.spec import HostSpec
+from trtsweep.serve import supervisor
 
 POLL_S = 0.5
 STOP_GRACE_S = 40.0  # a lane stopping its server (15 s TERM grace) and its benchmark
 # the servers' supervisors stop them when the lease lapses (their record says "lease expired"); the runner ends
 # its lanes this much later, a backstop for a lane that is not serving (a build, a download)
 LANE_MARGIN_S = 10.0
-
-
-def lease_lapsed(lease: Path, ttl_s: float, since: float) -> str | None:
-    """Why the run's lease no longer holds (None while it does); a lease not written yet has `ttl_s` from `since`."""
-    try:
-        age = time.time() - lease.stat().st_mtime
-    except FileNotFoundError:
-        return f"the run's lease {lease} is gone" if time.time() - since > ttl_s else None
-    return f"the run's lease {lease} was not renewed for {age:.0f} s" if age > ttl_s else None
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_signalled: list[int] = []  # the stop signals this process got
 
 
 def busy_message(spec: HostSpec, lane: dict, host: str) -> str | None:
-    """The lane's Triton ports that are in use on its host, as the points' preflight cause (None: all free)."""
+    """None once the lane's Triton ports are free on its host. While one is in use, wait up to the lease's TTL plus
+    the supervisor's stop grace (an interrupted run's server draining), then the cause the points fail with."""
     from trtsweep.serve.probes import busy_ports
 
     address = str(spec.settings["trtsweep_triton_bind_address"])
-    busy = busy_ports(address.replace("0.0.0.0", "127.0.0.1"), {k: int(v) for k, v in lane["ports"].items()})
-    if not busy:
-        return None
-    ports = ", ".join(f"{role} port {port}" for role, port in busy.items())
-    return (f"{ports} on {address} already in use (host {host}); "
-            "stop that server or change trtsweep_triton_*_port")  # fmt: skip
+    ports = {role: int(port) for role, port in lane["ports"].items()}
+    wait_s = float(spec.settings["trtsweep_server_lease_ttl"]) + supervisor.STOP_GRACE_S
+    deadline = time.monotonic() + wait_s
+    while busy := busy_ports(address.replace("0.0.0.0", "127.0.0.1"), ports):
+        if time.monotonic() >= deadline:
+            held = ", ".join(f"{role} port {port}" for role, port in busy.items())
+            return (f"{held} on {address} still in use after waiting {wait_s:.0f} s (the lease's TTL and the servers' "
+                    f"stop grace; host {host}): stop that server or change trtsweep_triton_*_port")  # fmt: skip
+        time.sleep(POLL_S)
+    return None
+
+
+def _failed_at_preflight(point: dict, why: str) -> dict:
+    now = time.time()
+    return {"event": "end", "point": point["id"], "status": "failed", "stage": "preflight", "failure": {"msg": why},
+            "failed_task": None, "stage_times": {"preflight": now, "end": now}, "archive": None}  # fmt: skip
 
 
 def run_lane(spec: HostSpec, name: str) -> int:
-    """Run the lane's points one after the other, journaling each; stop when the lease lapses."""
+    """Run the lane's points one after the other, journaling each; start none once the lease lapsed or a stop signal
+    came."""
     lane = spec.lane(name)
     path = spec.journal(name)
     host = lane.get("host") or socket.gethostname()
-    ttl = float(spec.settings["trtsweep_server_lease_ttl"])
-    since = time.time()
-    busy = busy_message(spec, lane, host)
-    for point in lane["points"]:
-        if lease_lapsed(spec.lease_file, ttl, since):
-            break
-        journal.append(path, {"event": "start", "point": point["id"]})
-        if busy:
-            now = time.time()
-            end = {"event": "end", "point": point["id"], "status": "failed", "stage": "preflight",
-                   "failure": {"msg": busy}, "failed_task": None, "stage_times": {"preflight": now, "end": now},
-                   "archive": None}  # fmt: skip
-        else:
-            end = PointRun(spec, point, path, host).run()
-        journal.append(path, end)
+    watch = LeaseWatch(spec.lease_file, float(spec.settings["trtsweep_server_lease_ttl"]))
+    with watch.followed(POLL_S):  # a point can take hours: the lease is looked at all along
+        busy = busy_message(spec, lane, host)
+        for point in lane["points"]:
+            if _signalled or watch.lapsed():
+                break
+            journal.append(path, {"event": "start", "point": point["id"]})
+            end = _failed_at_preflight(point, busy) if busy else PointRun(spec, point, path, host).run()
+            journal.append(path, end)
     journal.append(path, {"event": "lane_end"})
     return 0
 
@@ -102,27 +113,36 @@ def _start_lane(spec_file: Path, name: str, parent: int) -> subprocess.Popen[byt
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=lambda: die_with_parent(parent, signal.SIGTERM))
 
 
-def run_host(spec_file: Path) -> int:
+def _run_lanes(spec_file: Path) -> None:
     """Start every lane of the host spec, wait for them, end them if the lease lapses."""
     spec = HostSpec.load(spec_file)
     me = os.getpid()
     atomic_write_text(spec.journal_dir / journal.RUNNER_FILE, json.dumps({"pid": me, "ticks": start_ticks(me)}))
-    ttl = float(spec.settings["trtsweep_server_lease_ttl"])
-    since = time.time()
+    watch = LeaseWatch(spec.lease_file, float(spec.settings["trtsweep_server_lease_ttl"]) + LANE_MARGIN_S)
     children = [_start_lane(spec_file, lane["name"], me) for lane in spec.lanes]
     try:
         while any(child.poll() is None for child in children):
-            why = lease_lapsed(spec.lease_file, ttl + LANE_MARGIN_S, since)
+            why = watch.lapsed()
             if why:
                 print(f"{why}: stopping the lanes", flush=True)
                 break
             time.sleep(POLL_S)
     finally:
         _terminate(children)
+
+
+def run_host(spec_file: Path) -> int:
+    """Run the host's lanes, then delete the host spec (the lanes read it when they start; it can hold the Hub
+    token)."""
+    try:
+        _run_lanes(spec_file)
+    finally:
+        spec_file.unlink(missing_ok=True)
     return 0
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
+    _signalled.append(signum)
     raise SystemExit(128 + signum)  # unwinds: the point's server is stopped, its benchmark ends with this process
 
 
@@ -133,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("host_spec", type=Path)
     parser.add_argument("--lane")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, _stop)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _stop)
     if args.lane:
         return run_lane(HostSpec.load(args.host_spec), args.lane)
     return run_host(args.host_spec)
