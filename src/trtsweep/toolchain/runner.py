@@ -3,9 +3,12 @@ the docker CLI (``docker run --rm`` of an image, or ``docker exec`` into a runni
 
 The tool's output goes to a log file (headed by the command line), never to the caller's stdout. The tool
 runs in its own process group (a timeout kills the whole tree) and dies with its caller: SIGTERM, SIGINT or
-SIGHUP to the caller kills the group, and the kernel kills the tool if the caller is killed outright
-(PR_SET_PDEATHSIG). A ``docker run`` container left by a killed earlier run of the same artifact is removed
-before the step starts again (the caller holds the artifact's lock, so no live run owns it).
+SIGHUP to the caller stops the step - the group is killed and a ``docker run`` container (named: a killed docker
+CLI leaves its container running) is removed with ``docker rm -f`` - and then the signal goes on to the handler the
+caller had in place, if it has one of its own (a lane's: it ends and starts no further point); without one the step
+fails naming the signal. The kernel kills the tool if the caller is killed outright (PR_SET_PDEATHSIG). A ``docker
+run`` container left by a killed earlier run of the same artifact is removed before the step starts again (the
+caller holds the artifact's lock, so no live run owns it).
 Secrets (HF_TOKEN) travel by environment only: into the child's environment natively, as ``-e HF_TOKEN``
 (the name, docker reads the value from its own environment) for a container; their values are refused
 in an argv and scrubbed from the log.
@@ -31,6 +34,8 @@ from trtsweep.errors import TrtsweepError
 KINDS = ("native", "container")
 SECRET_ENV = ("HF_TOKEN",)
 MASK = "***"
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+POLL_S = 0.2  # how soon a stop signal or the timeout stops the tool
 
 
 @dataclass(frozen=True)
@@ -108,33 +113,46 @@ def _last_line(log_file: Path) -> str:
     return lines[-1] if lines else "(no output)"
 
 
-class _Interrupted(Exception):
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
+class _Stopped(Exception):
+    """The tool is to be stopped before its end: a stop signal came, or its time is up."""
 
 
 @contextlib.contextmanager
-def _signals_interrupt() -> Iterator[None]:
-    """While the tool runs, SIGTERM/SIGINT/SIGHUP to this process raise `_Interrupted` (main thread only)."""
-    names = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-    def handler(signum: int, _frame: object) -> None:
-        raise _Interrupted(signum)
-
+def _signals_noted() -> Iterator[list[int]]:
+    """While the tool runs, SIGTERM/SIGINT/SIGHUP to this process are noted (main thread only), not acted on where
+    they land; when the step ends, each goes on to the handler that was in place before, when it is the caller's own
+    (a Python function)."""
+    noted: list[int] = []
     try:
-        previous = {sig: signal.signal(sig, handler) for sig in names}
+        previous = {sig: signal.signal(sig, lambda signum, _frame: noted.append(signum)) for sig in STOP_SIGNALS}
     except ValueError:  # not the main thread: leave signal handling alone
-        yield
+        yield noted
         return
     try:
-        yield
+        yield noted
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+        for signum in dict.fromkeys(noted):
+            handler = previous[signal.Signals(signum)]
+            if callable(handler):
+                handler(signum, None)
 
 
-def _remove_stale_container(runtime: Runtime, name: str | None) -> None:
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float | None, noted: list[int]) -> int:
+    """The tool's exit status; _Stopped when a stop signal is noted or `timeout_s` passes first."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return proc.wait(timeout=POLL_S)
+        if noted:
+            raise _Stopped(f"stopped by {signal.Signals(noted[0]).name}")
+        if deadline is not None and time.monotonic() > deadline:
+            raise _Stopped(f"timed out after {timeout_s:g} s")
+
+
+def _remove_container(runtime: Runtime, name: str | None) -> None:
+    """`docker rm -f` the step's ``docker run`` container (a ``docker exec`` runs in a container not ours)."""
     if runtime.kind == "container" and not runtime.container and name:
         subprocess.run([runtime.docker, "rm", "-f", name], capture_output=True, timeout=60, check=False)
 
@@ -144,16 +162,17 @@ def run(
     name: str | None = None, keep_fds: Sequence[int] = (),
 ) -> float:  # fmt: skip
     """Run ``argv`` with its output in ``log_file``; returns the seconds it took. A failure, a timeout, a signal
-    or a secret in ``argv`` is a TrtsweepError naming the tool, its last log line and the log. ``keep_fds``
-    are inherited by the tool (the artifact lock)."""
+    or a secret in ``argv`` is a TrtsweepError naming the tool, its last log line and the log, unless the caller's
+    own handler of the signal, called once the tool is stopped, raises first. ``keep_fds`` are inherited by the
+    tool (the artifact lock)."""
     env = {**os.environ, **(extra_env or {})}
     secrets = _secrets(env)
     if any(secret in arg for secret in secrets for arg in argv):
         raise TrtsweepError(f"{tool}: a command line holds the value of {'/'.join(SECRET_ENV)}; pass it by environment")
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_container(runtime, name)
+    _remove_container(runtime, name)  # left by a killed earlier run of this step
     start = time.monotonic()
-    with log_file.open("w", encoding="utf-8") as log, _signals_interrupt():
+    with log_file.open("w", encoding="utf-8") as log, _signals_noted() as noted:
         log.write(f"# {shlex.join(argv)}\n")
         log.flush()
         me = os.getpid()
@@ -164,14 +183,14 @@ def run(
         except OSError as exc:
             raise TrtsweepError(f"{tool}: cannot start {argv[0]} ({exc.strerror})") from None
         try:
-            rc = proc.wait(timeout=runtime.timeout_s)
-        except (subprocess.TimeoutExpired, _Interrupted) as exc:
-            os.killpg(proc.pid, signal.SIGKILL)
+            rc = _wait(proc, runtime.timeout_s, noted)
+        except _Stopped as exc:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            _remove_stale_container(runtime, name)
+            _remove_container(runtime, name)
             _scrub(log_file, secrets)
-            why = f"stopped by {exc}" if isinstance(exc, _Interrupted) else f"timed out after {runtime.timeout_s:g} s"
-            raise TrtsweepError(f"{tool} {why}; log: {log_file}") from None
+            raise TrtsweepError(f"{tool} {exc}; log: {log_file}") from None
     _scrub(log_file, secrets)
     if rc != 0:
         raise TrtsweepError(f"{tool} failed (exit status {rc}): {_last_line(log_file)}; log: {log_file}")
