@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
 import uuid
 from pathlib import Path
@@ -41,3 +43,14 @@ def test_a_full_disk_gives_one_line_and_leaves_no_partial_file(tiny_fs):
     assert "bytes free" in text
     assert target.read_text() == "small\n"  # the earlier complete file is untouched
     assert [p.name for p in target.parent.iterdir()] == ["llm_perf.summary.json"]  # no temporary left
+
+
+@pytest.mark.parametrize("mask", [0o077, 0o027, 0o002])
+def test_a_written_file_takes_the_users_umask(tmp_path, mask):
+    """A result, a record or the host's copy of the prompts is as private as the user keeps new files."""
+    old = os.umask(mask)
+    try:
+        atomic_write_text(tmp_path / "status.json", "{}\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "status.json").stat().st_mode) == 0o666 & ~mask

@@ -134,8 +134,7 @@ class PointRun:
         snap = download.resolve(**self.download_params(demo))
         self.made.model_dir, self.made.revision = str(snap.path), snap.revision
         self.step = "prompts"
-        shutil.copyfile(self.spec.inputs[self.p["benchmark"]["input_data"]], self.prompts)
-        self.prompts.chmod(0o644)
+        shutil.copyfile(self.spec.inputs[self.p["benchmark"]["input_data"]], self.prompts)  # mode: the user's umask
         if self.p.get("prompt_check", "deferred") == "deferred":  # the plan had no tokenizer for it
             self.step = "prompt check"
             promptcheck.check(str(self.prompts), self.made.model_dir, int(self.p["max_input_len"]),
