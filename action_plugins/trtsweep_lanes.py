@@ -4,14 +4,18 @@
 
 One task per host, over the host's own connection: hand the host its lanes (a host spec with the points, the
 role settings of the host and the prompts), start `python -m trtsweep.lane` there once (detached; tied to the
-run's lease), then follow the lanes' journals: each point that starts is recorded running on the controller, each
+run's lease; its pid recorded in the run folder by the start itself, so that a runner that dies before it registers
+is seen), then follow the lanes' journals: each point that starts is recorded running on the controller, each
 stage it enters is written into its record, each point that ends has its one archive fetched and its record
 completed, and the report is refreshed every `report_refresh_s`. The controller's cost per point is one fetch
 and two records, whatever the number of stages; no fork waits on a benchmark of its own (one per host).
 
-A host that stops answering is retried for `unreachable_after_s`; a link that stays down makes the host
-unreachable (Ansible's own failure, which the events callback records as the cause of its lost points).
-Documentation: library/trtsweep_lanes.py.
+A broken journal line is skipped and returned as a warning; an archive that cannot be fetched or unpacked fails its
+point, not the host. A host that stops answering is retried for `unreachable_after_s`; a link that stays down makes
+the host unreachable (Ansible's own failure, which the events callback records as the cause of its lost points).
+A collection that ends before the host's lanes did (the runner died, the controller could not record what the host
+sent, the host stopped answering) stops the host: its heartbeat is ended and its lease removed over the connection
+(when the host still answers), so that its servers and lanes stop. Documentation: library/trtsweep_lanes.py.
 """
 
 from __future__ import annotations
@@ -60,7 +64,10 @@ class ActionModule(ActionBase):
             raise RuntimeError(f"{what} failed (status {result['rc']}): {err[-1] if err else ''}")
         return result["stdout"]
 
-    def _start(self, spec: dict, inputs: dict[str, str], python: str) -> None:
+    def _start(self, spec: dict, inputs: dict[str, str], python: str) -> int:
+        """Send the host spec and the inputs, start the runner detached; returns the runner's pid."""
+        from trtsweep.lane.journal import RUNNER_LOG, RUNNER_PID, SPEC_FILE
+
         folder = spec["journal_dir"]
         # the folder is the owner's alone: the host spec holds the host's settings (a hub token among them)
         quoted = shlex.quote(folder)
@@ -72,13 +79,13 @@ class ActionModule(ActionBase):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
             json.dump(spec, handle)
         try:
-            self._connection.put_file(handle.name, f"{folder}/host.json")
+            self._connection.put_file(handle.name, f"{folder}/{SPEC_FILE}")
         finally:
             os.unlink(handle.name)
-        runner = " ".join(shlex.quote(a) for a in [python, "-m", "trtsweep.lane", f"{folder}/host.json"])
-        log = shlex.quote(f"{folder}/runner.log")
-        start = f"chmod 0600 {shlex.quote(folder)}/host.json && cd / && (setsid {runner} >{log} 2>&1 </dev/null &)"
-        self._remote(["sh", "-c", start], "starting the lane runner")
+        argv = [python, "-m", "trtsweep.lane", f"{folder}/{SPEC_FILE}"]
+        out = self._remote(start_command(argv, f"{folder}/{RUNNER_LOG}", f"{folder}/{RUNNER_PID}"),
+                           "starting the lane runner")  # fmt: skip
+        return int(out.strip().splitlines()[-1])
 
     # -- what the controller does with the journal
     def _poll(self, python: str, folder: str, offsets: dict) -> dict:
@@ -117,25 +124,40 @@ class ActionModule(ActionBase):
             return {**result, "changed": True, "lanes": [lane["name"] for lane in lanes]}
         if args.get("state", "started") == "started":
             try:
-                self._start(spec, inputs, python)
-            except (RuntimeError, OSError) as exc:
+                pid = self._start(spec, inputs, python)
+            except (RuntimeError, OSError, ValueError) as exc:
                 collector.fail_unstarted(str(exc))
                 return {**result, "failed": True, "msg": f"{host}: {exc}"}
-            return {**result, "changed": True, "lanes": [lane["name"] for lane in lanes]}
+            return {**result, "changed": True, "lanes": [lane["name"] for lane in lanes], "runner_pid": pid}
+        out = self._collect(collector, python, spec, args)
+        # Ansible shows the result's `warnings` (broken journal lines, say) as warnings
+        return {**result, "changed": True, **out, "warnings": [*result.get("warnings", []), *collector.warnings]}
+
+    def _collect(self, collector, python: str, spec: dict, args: dict) -> dict:
+        """Follow the host's journals until its lanes ended (the collector's summary) or the host is given up
+        (failed, with the cause; the host stopped); a host that stayed unreachable raises Ansible's failure."""
+        from trtsweep.fleet.collect import ControllerFailed
+
+        host, folder = collector.host, spec["journal_dir"]
         unreachable_after = float(args.get("unreachable_after_s", 30))
         offsets: dict = {}
         failing_since = None
         while not collector.done():
             try:
-                polled = self._poll(python, spec["journal_dir"], offsets)
+                polled = self._poll(python, folder, offsets)
                 collector.take(polled["events"], self._fetch)  # again from the same offsets if a fetch fails
                 offsets, failing_since = polled["offsets"], None
+            except ControllerFailed as exc:
+                self._stop_host(collector, str(exc), spec)
+                return {"failed": True, "msg": f"{host}: {exc}", **collector.summary()}
             except (AnsibleError, RuntimeError, ValueError, OSError) as exc:
                 failing_since = failing_since or time.monotonic()
                 if time.monotonic() - failing_since > unreachable_after:
-                    if isinstance(exc, AnsibleConnectionFailure):
+                    cut = isinstance(exc, AnsibleConnectionFailure)
+                    self._stop_host(collector, f"the controller gave up on {host}: {exc}", None if cut else spec)
+                    if cut:
                         raise
-                    return {**result, "failed": True, "msg": f"{host}: {exc}"}
+                    return {"failed": True, "msg": f"{host}: {exc}", **collector.summary()}
                 time.sleep(1.0)
                 continue
             if polled["events"]:
@@ -143,12 +165,29 @@ class ActionModule(ActionBase):
                     Path(args["results_dir"]), args.get("slo"), float(args.get("report_refresh_s", 30))
                 )
             if polled.get("runner_alive") is False and not collector.done():
-                collector.take_runner_death(polled.get("runner_log") or [])
-                break
-        # the host spec may hold a hub token: gone once its lanes ended (best effort)
+                collector.take_runner_death(polled.get("runner_log") or [], polled["runner_ended"])
+                self._stop_host(collector, None, spec)
+                return collector.summary()
+        self._clean(folder)
+        return collector.summary()
+
+    def _stop_host(self, collector, why: str | None, spec: dict | None) -> None:
+        """Nothing more is collected from the host: the collector gives it up (`why`, unless it did already: its
+        heartbeat ended), then its lease is removed over the connection (`spec`: the host still answers), so that
+        its servers and lanes stop now rather than when the lease lapses."""
+        if why is not None:
+            collector.give_up(why)
+        if spec is not None:
+            with contextlib.suppress(AnsibleError, RuntimeError, OSError):
+                self._remote(["rm", "-f", "--", spec["lease_file"]], "removing the host's lease")
+            self._clean(spec["journal_dir"])
+
+    def _clean(self, folder: str) -> None:
+        """Remove the host spec (it may hold a hub token) once its lanes ended; best effort."""
+        from trtsweep.lane.journal import SPEC_FILE
+
         with contextlib.suppress(AnsibleError, RuntimeError, OSError):
-            self._remote(["rm", "-f", "--", f"{spec['journal_dir']}/host.json"], "removing the host spec")
-        return {**result, "changed": True, **collector.summary()}
+            self._remote(["rm", "-f", "--", f"{folder}/{SPEC_FILE}"], "removing the host spec")
 
     @staticmethod
     def _refresh_report(results_dir: Path, slo: dict | None, every_s: float) -> None:
@@ -165,5 +204,24 @@ class ActionModule(ActionBase):
             print(f"trtsweep_lanes: the report could not be refreshed: {exc}")
 
     def _fetch(self, remote: str, local: Path) -> None:
+        """Fetch a point's archive; a failure that is not the connection's fails the point (FetchFailed)."""
+        from trtsweep.fleet.collect import FetchFailed
+
         local.parent.mkdir(parents=True, exist_ok=True)
-        self._connection.fetch_file(remote, str(local))
+        try:
+            self._connection.fetch_file(remote, str(local))
+        except AnsibleConnectionFailure:
+            raise
+        except AnsibleError as exc:
+            raise FetchFailed(str(exc)) from exc
+
+
+def start_command(argv: list[str], log: str, pid_file: str) -> list[str]:
+    """The host command that starts `argv` detached (its own session, from /, output to `log`), writes its pid to
+    `pid_file` and prints it. The pid is the runner's own: without job control (`set +m`) a background command is
+    not a process group leader, so `setsid` makes its session in place rather than forking a child."""
+    runner = " ".join(shlex.quote(a) for a in argv)
+    pid = shlex.quote(pid_file)
+    script = (f"set +m; chmod 0600 {shlex.quote(argv[-1])} && cd / || exit 1; "
+              f"setsid {runner} >{shlex.quote(log)} 2>&1 </dev/null & echo $! >{pid} && echo $!")  # fmt: skip
+    return ["sh", "-c", script]

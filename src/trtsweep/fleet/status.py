@@ -11,6 +11,10 @@ Every point ends with `results/<sweep>/<point>/status.json`:
 resolved point, its model revision, its prompts file's content hash and the trtsweep version) and reruns failed,
 lost, missing or changed ones.
 
+A record may hold `warnings`: what went wrong around the point without failing it (a broken line of its lane's
+journal, skipped by the collector; a failed point's results archive that could not be unpacked). An ok point whose
+results archive cannot be fetched or unpacked fails with that cause (stage: the one it ended in).
+
 An ok record also holds `model_commit`: the commit its model revision resolved to on its host (repository.json's
 `model_revision`). A revision that is not a commit (a branch or tag; none means `main`) can move: the prepare play
 asks every host which commit it names now (`fleet_prepare`, one hub call per model, the cache's ref offline), and a
@@ -27,6 +31,7 @@ import itertools
 import json
 import shutil
 import tarfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +54,10 @@ PLACEMENT_KEYS = frozenset(
 # the files an "ok" point must have on the controller to be skipped on a rerun
 RESULT_FILES = ("llm_perf.summary.json",)
 TAIL_LINES = 30  # of a failure's log, in the record
+# what unpacking a broken archive raises: not a tar or gzip (tarfile.ReadError, gzip.BadGzipFile), cut short
+# (EOFError, zlib.error), a member that would land elsewhere (TrtsweepError), a full disk (OSError)
+ARCHIVE_ERRORS = (tarfile.TarError, EOFError, zlib.error, OSError, TrtsweepError)
+ARCHIVE_TASK = "results archive"  # the failed step of a point whose archive could not be fetched or unpacked
 
 
 def now() -> str:
@@ -244,6 +253,19 @@ def durations(times: dict[str, float]) -> dict[str, float]:
     return {name: round(nxt[0] - t, 3) for (t, name), nxt in itertools.pairwise(marks) if name != "end"}
 
 
+def add_warning(results_dir: Path, point_id: str, run_id: str, message: str) -> None:
+    """Add `message` to the `warnings` of the point's record of this run (another run's record is left alone)."""
+    record = read(results_dir, point_id)
+    if record is not None and record.get("run_id") == run_id:
+        write(results_dir, {**record, "warnings": [*record.get("warnings", []), message]})
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's first line (its type's name when it says nothing)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
 def record_finished(
     results_dir: Path,
     point_id: str,
@@ -254,11 +276,23 @@ def record_finished(
     failed_task: str | None = None,
     stage_times: dict[str, float] | None = None,
     archive: Path | None = None,
+    archive_problem: str | None = None,
 ) -> dict[str, Any]:
     """A point's end on the controller: its fetched archive unpacked into `results_dir/<point>/`, then its
-    record completed (`finish`) with the cause and log tail of a failure and the seconds per stage."""
+    record completed (`finish`) with the cause and log tail of a failure and the seconds per stage.
+
+    An archive that cannot be unpacked, or one that could not be fetched (`archive_problem`, one line), fails an ok
+    point with that cause, and is a warning of a failed one."""
     if archive is not None:
-        unpack(results_dir, point_id, archive)
+        try:
+            unpack(results_dir, point_id, archive)
+        except ARCHIVE_ERRORS as exc:
+            archive.unlink(missing_ok=True)
+            archive_problem = f"could not be unpacked ({one_line(exc)})"
+    if archive_problem and status == "ok":
+        status, failure, failed_task = "failed", {"msg": archive_problem}, ARCHIVE_TASK
+    elif archive_problem:
+        add_warning(results_dir, point_id, run_id, f"{ARCHIVE_TASK}: {archive_problem}")
     cause, tail = failure_cause(failure, failed_task) if status == "failed" else (None, [])
     return finish(
         results_dir, point_id, run_id, status=status, stage=stage, cause=cause, log_tail=tail,

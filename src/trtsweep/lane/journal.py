@@ -9,13 +9,25 @@
 The controller polls with `python -m trtsweep.lane.journal DIR --offsets JSON --wait S`: it prints one JSON object,
 the lines written after the offsets it already read (complete lines only), the new offsets, and whether the host's
 runner is still alive, waiting up to S seconds for something new so that a quiet host costs one call per S seconds.
+
+A line that is not a JSON object (a writer killed mid-line, a disk that filled mid-write and then had space again:
+the cut line runs into the next whole one) never stops the reading: the whole line found after the cut is read as
+usual, and what is left is handed on in its place as `{"event": "broken", "offset": byte, "text": its start}` for the
+controller to report.
+
+The runner's start writes its pid (`RUNNER_PID`) before the runner has imported anything; the runner registers
+(`RUNNER_FILE`: pid and start ticks) once it runs. Until it has registered, the poll judges it by that pid (a
+process whose command line names this folder's host spec): one that is gone ended before it registered, one that
+has not registered within `REGISTER_S` of its start is ended by the poll; either way the runner is not alive.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -24,8 +36,12 @@ from typing import Any
 from trtsweep.common.procs import alive
 
 SUFFIX = ".jsonl"
+SPEC_FILE = "host.json"  # the host spec the runner was started with (the controller's action plugin writes it)
+RUNNER_PID = "runner.pid"  # the pid the start gave the runner (written by the start, before the runner runs)
 RUNNER_FILE = "runner.json"  # the host runner's pid and start ticks (written by the runner, read by `poll`)
 RUNNER_LOG = "runner.log"
+REGISTER_S = 120.0  # a runner that has not registered this long after its start is ended (a start that hangs)
+BROKEN_CHARS = 200  # of a broken line, handed on to the controller
 
 
 def append(path: Path, event: dict[str, Any]) -> None:
@@ -37,8 +53,32 @@ def append(path: Path, event: dict[str, Any]) -> None:
         os.fsync(handle.fileno())
 
 
+def _object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _line(text: str, offset: int) -> list[dict[str, Any]]:
+    """The events of one line starting at byte `offset`: the line's object; or, for a line cut short with a whole
+    one after it, a `broken` event for the cut part and the whole line's object; or a `broken` event alone."""
+    event = _object(text)
+    if event is not None:
+        return [event]
+    at = text.find('{"', 1)
+    while at > 0:
+        event = _object(text[at:])
+        if event is not None:
+            return [{"event": "broken", "offset": offset, "text": text[:at][:BROKEN_CHARS]}, event]
+        at = text.find('{"', at + 1)
+    return [{"event": "broken", "offset": offset, "text": text[:BROKEN_CHARS]}]
+
+
 def read_new(folder: Path, offsets: dict[str, int]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
-    """Lane -> the complete lines written since `offsets` (lane -> bytes already read), and the new offsets."""
+    """Lane -> the complete lines written since `offsets` (lane -> bytes already read), and the new offsets; a line
+    that is not a JSON object is a `broken` event in its place (see the module's doc)."""
     events: dict[str, list[dict[str, Any]]] = {}
     after = dict(offsets)
     for path in sorted(folder.glob(f"*{SUFFIX}")):
@@ -48,19 +88,46 @@ def read_new(folder: Path, offsets: dict[str, int]) -> tuple[dict[str, list[dict
             handle.seek(start)
             data = handle.read()
         whole = data[: data.rfind(b"\n") + 1]
-        if whole:
-            events[lane] = [json.loads(line) for line in whole.decode().splitlines() if line.strip()]
-            after[lane] = start + len(whole)
+        if not whole:
+            continue
+        events[lane] = []
+        offset = start
+        for raw in whole.split(b"\n")[:-1]:
+            text = raw.decode("utf-8", errors="replace").strip()
+            if text:
+                events[lane] += _line(text, offset)
+            offset += len(raw) + 1
+        after[lane] = start + len(whole)
     return events, after
 
 
-def runner_alive(folder: Path) -> bool | None:
-    """Whether the host's runner still runs (None: it has not written its pid yet)."""
+def _names_spec(pid: int, spec: Path) -> bool:
+    """Whether process `pid` runs with `spec` on its command line (this folder's runner, or its start)."""
+    try:
+        return str(spec).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def runner_state(folder: Path, register_s: float = REGISTER_S) -> tuple[bool | None, str]:
+    """Whether the host's runner still runs (None: no start is known yet) and, when it does not, how it ended."""
     try:
         record = json.loads((folder / RUNNER_FILE).read_text())
+        return alive(int(record["pid"]), record.get("ticks")), "ended before its lanes did"
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    pid_file = folder / RUNNER_PID
+    try:
+        pid, since = int(pid_file.read_text()), pid_file.stat().st_mtime
     except (OSError, ValueError):
-        return None
-    return alive(int(record["pid"]), record.get("ticks"))
+        return None, ""
+    if not _names_spec(pid, folder / SPEC_FILE):
+        return False, f"(pid {pid}) ended before it registered"
+    if time.time() - since > register_s:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+        return False, f"(pid {pid}) had not registered {register_s:g} s after its start and was ended"
+    return True, ""
 
 
 def log_tail(folder: Path, lines: int = 20) -> list[str]:
@@ -70,16 +137,18 @@ def log_tail(folder: Path, lines: int = 20) -> list[str]:
         return []
 
 
-def poll(folder: Path, offsets: dict[str, int], wait_s: float, step_s: float = 0.25) -> dict[str, Any]:
-    """What `main` prints: new events, offsets, runner alive; waits up to `wait_s` for a new event."""
+def poll(folder: Path, offsets: dict[str, int], wait_s: float, step_s: float = 0.25,
+         register_s: float = REGISTER_S) -> dict[str, Any]:  # fmt: skip
+    """What `main` prints: new events, offsets, runner alive (and, when it is not, how it ended and its log's tail);
+    waits up to `wait_s` for a new event."""
     deadline = time.monotonic() + wait_s
     while True:
         events, after = read_new(folder, offsets)
-        running = runner_alive(folder)
+        running, ended = runner_state(folder, register_s)
         if events or running is False or time.monotonic() >= deadline:
             out: dict[str, Any] = {"events": events, "offsets": after, "runner_alive": running}
             if running is False:
-                out["runner_log"] = log_tail(folder)
+                out.update(runner_ended=ended, runner_log=log_tail(folder))
             return out
         time.sleep(step_s)
 
@@ -89,8 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--offsets", type=json.loads, default={})
     parser.add_argument("--wait", type=float, default=0.0)
+    parser.add_argument("--register", type=float, default=REGISTER_S, help="seconds a runner has to register")
     args = parser.parse_args(argv)
-    print(json.dumps(poll(args.folder, args.offsets, args.wait)))
+    print(json.dumps(poll(args.folder, args.offsets, args.wait, register_s=args.register)))
     return 0
 
 
