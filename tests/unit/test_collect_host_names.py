@@ -39,7 +39,7 @@ def lease_file(host: str, work: str) -> str:
 def test_two_hosts_with_one_work_dir_get_a_run_folder_each(tmp_path, rounds):
     settings = {"trtsweep_work_dir": str(tmp_path / "work")}
     folders = [Collector(tmp_path, plan(rounds), h).host_spec(settings, "lease")["journal_dir"] for h in HOSTS]
-    run = RUN if rounds == 1 else f"{RUN}-r{rounds}"
+    run = RUN if rounds == 1 else f"r{rounds}-{RUN}"
     assert folders == [f"{tmp_path}/work/s/.runs/{run}-{h}" for h in HOSTS]
 
 

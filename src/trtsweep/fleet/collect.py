@@ -14,7 +14,8 @@ the host's connection; this module decides what they mean, on the controller:
 
 What a host writes for the run is named by the host, not only by the run (`host_file_name`): hosts that share one
 home directory (NFS homes: one `~/.cache/trtsweep`, one work directory) each get their own run folder
-(`<work>/<sweep>/.runs/<run>-<host>`: host spec, runner record and log, journals), as they get their own lease
+(`<work>/<sweep>/.runs/<run>-<host>`, `r<round>-<run>-<host>` for a search's later round: host spec, runner
+record and log, journals), as they get their own lease
 (group_vars: `<work>/.leases/<run>-<host>.lease`).
 
 A host whose collection ends before its lanes did (its runner died, the controller could not record what it sent,
@@ -94,8 +95,9 @@ class Collector:
 
     def host_spec(self, settings: dict[str, Any], lease_file: str) -> dict[str, Any]:
         """The host spec (trtsweep.lane.spec.HostSpec) for this host's lanes; `inputs` is filled by the sender."""
-        rounds = self.plan.get("search", {}).get("round", 1)  # a search's later round: a folder of its own
-        run = f"{self.run_id}-r{rounds}" if rounds > 1 else self.run_id
+        # a search's later round: a folder of its own, its round first (a host name never makes one name two)
+        rounds = self.plan.get("search", {}).get("round", 1)
+        run = f"r{rounds}-{self.run_id}" if rounds > 1 else self.run_id
         folder = f"{settings['trtsweep_work_dir']}/{self.plan['sweep']}/.runs/{run}-{host_file_name(self.host)}"
         return {
             "run_id": self.run_id, "sweep": self.plan["sweep"], "journal_dir": folder, "lease_file": lease_file,
