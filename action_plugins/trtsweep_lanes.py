@@ -10,6 +10,8 @@ stage it enters is written into its record, each point that ends has its one arc
 completed, and the report is refreshed every `report_refresh_s`. The controller's cost per point is one fetch
 and two records, whatever the number of stages; no fork waits on a benchmark of its own (one per host).
 
+Before the start, a point the plan collects from an earlier run (its controller went away before collecting it) is
+collected from that run's journal and archive on the host, when that run ended it ok, and left out of the lanes.
 A broken journal line is skipped and returned as a warning; an archive that cannot be fetched or unpacked fails its
 point, not the host. A host that stops answering is retried for `unreachable_after_s`; a link that stays down makes
 the host unreachable (Ansible's own failure, which the events callback records as the cause of its lost points).
@@ -87,6 +89,23 @@ class ActionModule(ActionBase):
                            "starting the lane runner")  # fmt: skip
         return int(out.strip().splitlines()[-1])
 
+    def _take_earlier(self, collector, python: str, folder: str) -> list[str]:
+        """Collect the host's points the plan collects from an earlier run, from that run's journals and archives
+        on the host; returns them. Best effort: a host that cannot say leaves them to run."""
+        from trtsweep.fleet.collect import host_file_name
+
+        wanted = collector.earlier()
+        if not wanted:
+            return []
+        argv = [python, "-m", "trtsweep.lane.journal", str(Path(folder).parent), "--host",
+                host_file_name(collector.host), "--ended", json.dumps(wanted)]  # fmt: skip
+        try:
+            ends = json.loads(self._remote(argv, "reading earlier runs' journals").strip().splitlines()[-1])
+            return collector.take_earlier(ends, self._fetch)
+        except (AnsibleError, RuntimeError, ValueError, IndexError) as exc:
+            print(f"trtsweep_lanes: {collector.host}: earlier runs' points not collected, they run: {exc}")
+            return sorted(collector.finished)  # those collected before it failed
+
     # -- what the controller does with the journal
     def _poll(self, python: str, folder: str, offsets: dict) -> dict:
         out = self._remote([python, "-m", "trtsweep.lane.journal", folder, "--offsets", json.dumps(offsets),
@@ -97,7 +116,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         try:
-            from trtsweep.fleet.collect import Collector
+            from trtsweep.fleet.collect import Collector, ControllerFailed
         except ImportError as exc:
             return {**result, "failed": True, "msg": f"trtsweep is not importable on the controller: {exc}"}
         args = self._task.args
@@ -110,7 +129,8 @@ class ActionModule(ActionBase):
         templar = self._templar.copy_with_new_env(available_variables=task_vars)
         python = str(templar.template(task_vars.get("ansible_python_interpreter", "python3")))
         base = Path(args["input_base"])
-        spec = collector.host_spec(self._settings(task_vars, templar), str(args["lease_file"]))
+        settings = self._settings(task_vars, templar)
+        spec = collector.host_spec(settings, str(args["lease_file"]))
         # the files a point reads on its host: its prompts, a trace it replays, conversations it sends and the data
         # set synthetic prompts draw their lengths from
         inputs = {}
@@ -124,11 +144,16 @@ class ActionModule(ActionBase):
             return {**result, "changed": True, "lanes": [lane["name"] for lane in lanes]}
         if args.get("state", "started") == "started":
             try:
-                pid = self._start(spec, inputs, python)
+                collected = self._take_earlier(collector, python, spec["journal_dir"])
+            except ControllerFailed as exc:
+                return {**result, "failed": True, "msg": f"{host}: {exc}"}
+            try:  # the points collected from an earlier run are not run again
+                pid = self._start(collector.host_spec(settings, str(args["lease_file"])), inputs, python)
             except (RuntimeError, OSError, ValueError) as exc:
                 collector.fail_unstarted(str(exc))
                 return {**result, "failed": True, "msg": f"{host}: {exc}"}
-            return {**result, "changed": True, "lanes": [lane["name"] for lane in lanes], "runner_pid": pid}
+            return {**result, "changed": True, "lanes": [lane["name"] for lane in lanes], "runner_pid": pid,
+                    "points_collected": collected}  # fmt: skip
         out = self._collect(collector, python, spec, args)
         # Ansible shows the result's `warnings` (broken journal lines, say) as warnings
         return {**result, "changed": True, **out, "warnings": [*result.get("warnings", []), *collector.warnings]}
@@ -139,6 +164,7 @@ class ActionModule(ActionBase):
         from trtsweep.fleet.collect import ControllerFailed
 
         host, folder = collector.host, spec["journal_dir"]
+        collector.take_collected()
         unreachable_after = float(args.get("unreachable_after_s", 30))
         offsets: dict = {}
         failing_since = None

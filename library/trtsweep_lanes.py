@@ -16,7 +16,10 @@ description:
     hosts which share one home directory get one each). Then it starts C(python -m trtsweep.lane) there, detached,
     and records its pid there (returned as RV(runner_pid)). The runner runs every lane of the host side by side,
     each lane's points one after the other, every stage of a point in one process (src/trtsweep/lane/point.py), and
-    writes a journal line per point started, stage entered and point ended.
+    writes a journal line per point started, stage entered and point ended. Before that, a point the plan collects
+    from an earlier run (that run's controller went away before collecting it; the plan's C(collect)) is collected
+    from that run's journal and archive on the host when that run ended it ok, and is not run again
+    (RV(points_collected)).
   - O(state=collected) follows the journals over the host's connection (one call waits up to 15 s on the host
     for a new line) - a point that starts is recorded running on the controller, each stage it enters is written
     into its record, a point that ends has its one results archive fetched and unpacked and its record completed.
@@ -69,6 +72,11 @@ EXAMPLES = r"""
 RETURN = r"""
 lanes: {description: "The host's lanes (state=started).", returned: success, type: list, elements: str}
 runner_pid: {description: "The pid of the host's lane runner (state=started).", returned: success, type: int}
+points_collected:
+  description: "Points collected from an earlier run's archive on the host instead of run (state=started)."
+  returned: success
+  type: list
+  elements: str
 points_ok: {description: "Points that ended ok (state=collected).", returned: success, type: list, elements: str}
 points_failed: {description: "Points that failed (state=collected).", returned: success, type: list, elements: str}
 points_unfinished: {description: "Points that never ended (state=collected): lost.", returned: success, type: list,

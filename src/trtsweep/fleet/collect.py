@@ -18,6 +18,12 @@ home directory (NFS homes: one `~/.cache/trtsweep`, one work directory) each get
 record and log, journals), as they get their own lease
 (group_vars: `<work>/.leases/<run>-<host>.lease`).
 
+A point the plan collects from an earlier run (`runplan`'s `collect`: that run's controller went away before
+collecting it) is collected before the host's lanes start (`take_earlier`): the end line that run's journal on the
+host has for it, its archive fetched and unpacked, its record this run's, with `collected_from` (that run's id); the
+host spec then leaves it out. One that did not end ok there, whose archive does not unpack, or whose model's commit
+moved (as resume checks records) is run.
+
 A host whose collection ends before its lanes did (its runner died, the controller could not record what it sent,
 it did not answer) is stopped (`give_up`): the cause is kept for its unfinished points (which the run's end records
 lost), and its heartbeat (`.run/heartbeat-<host>.json`) is ended so that its lease goes and its servers and lanes
@@ -33,7 +39,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +109,8 @@ class Collector:
             "run_id": self.run_id, "sweep": self.plan["sweep"], "journal_dir": folder, "lease_file": lease_file,
             "settings": settings, "inputs": {},
             "lanes": [{"name": lane["name"], "host": self.host, "ports": lane["ports"],
-                       "points": [self.points[pid] for pid in lane["points"]]} for lane in self.lanes],
+                       "points": [self.points[pid] for pid in lane["points"] if pid not in self.finished]}
+                      for lane in self.lanes],
         }  # fmt: skip
 
     def done(self) -> bool:
@@ -113,11 +120,17 @@ class Collector:
         """Act on the journal lines read from the host (lane -> its new lines, in order). A record that cannot be
         written raises ControllerFailed; a connection failure of `fetch` is raised as it is (the poll is retried
         from the same offsets: lines taken already are not taken twice)."""
-        try:
+        with self._recording():
             for lane, lines in events.items():
                 for event in lines:
                     self._take(lane, event, fetch)
             self._save_progress()
+
+    @contextlib.contextmanager
+    def _recording(self) -> Iterator[None]:
+        """A block that records what the host sent: an error writing it ends the host's collection."""
+        try:
+            yield
         except (TrtsweepError, OSError) as exc:
             why = status.one_line(exc)
             raise ControllerFailed(f"the controller could not record what {self.host} sent: {why}") from exc
@@ -168,6 +181,37 @@ class Collector:
         self.states[point["id"]] = {"state": record["status"], "stage": record.get("stage"), "lane": lane,
                                     "host": self.host, "seconds": seconds}  # fmt: skip
 
+    def earlier(self) -> dict[str, str]:
+        """Point -> the earlier run's id, for this host's points the plan collects from an earlier run here."""
+        return {entry["point"]: entry["run_id"] for entry in self.plan.get("collect", [])
+                if entry["host"] == self.host and entry["point"] in self.points}  # fmt: skip
+
+    def take_earlier(self, ends: dict[str, dict[str, Any]], fetch: Fetch) -> list[str]:
+        """Collect the points an earlier run ended ok on this host (`ends`: point -> that run's end line) as this
+        run's; returns them. A point whose archive does not unpack or whose model's commit moved is left to run."""
+        commits = status.commits_now(self.plan.get("hosts", {}))
+        earlier, collected = self.earlier(), []
+        with self._recording():
+            for point_id, event in ends.items():
+                point = self.points[point_id]
+                status.begin(self.results_dir, point, self.run_id, status.now())
+                self._end(point["lane"], point, event, fetch)
+                record = status.read(self.results_dir, point_id) or {}
+                if record.get("status") == "ok" and not status.model_moved(record, point, commits):
+                    status.write(self.results_dir, {**record, "collected_from": earlier[point_id]})
+                    collected.append(point_id)
+                    continue
+                status.begin(self.results_dir, point, self.run_id, status.now())  # it runs after all
+                del self.finished[point_id], self.states[point_id]
+        return collected
+
+    def take_collected(self) -> None:
+        """The points collected from an earlier run when the lanes started (a collection of its own): finished."""
+        for point_id in self.earlier():
+            record = status.read(self.results_dir, point_id)
+            if record is not None and record.get("run_id") == self.run_id and record.get("collected_from"):
+                self.finished[point_id] = record["status"]
+
     def _warn(self, lane: str, message: str) -> None:
         """A warning of the run: in the live view and the task's result, and in the record of the lane's point."""
         self.warnings.append(message)
@@ -199,8 +243,9 @@ class Collector:
             stop_process(int(beating[0]), beating[1])
 
     def fail_unstarted(self, why: str) -> None:
-        """The lanes could not be started on the host: every point of them fails at preflight with the cause."""
-        for point in self.points.values():
+        """The lanes could not be started on the host: every point of them fails at preflight with the cause (but
+        those collected from an earlier run)."""
+        for point in (p for p in self.points.values() if p["id"] not in self.finished):
             status.begin(self.results_dir, point, self.run_id, status.now())
             status.record_finished(self.results_dir, point["id"], self.run_id, "failed", status.STAGES[0],
                                    failure={"msg": f"{self.host}: {why}"})  # fmt: skip

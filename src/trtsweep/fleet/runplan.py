@@ -10,6 +10,12 @@
    with problems is failed at stage preflight with their problems as the cause, a point that fits no
    host of the inventory at all fails the plan;
 4. write `results/<sweep>/plan.json` (run id, points with host / GPUs / ports / order, lanes, kept points).
+
+A point to run whose record says an earlier run started it on a host and never recorded its end (that run's controller
+went away: the record is still running, or lost) with the same settings hash may have ended on its host all the same,
+its archive kept there. The plan keeps such a point on that host (a lane of it with as many GPUs) and names it under
+`collect` ({point, run_id, host}), said in the plan's text: the host's collector collects the archive if that run ended
+the point ok, instead of running it again (trtsweep.fleet.collect; not with force).
 """
 
 from __future__ import annotations
@@ -84,6 +90,7 @@ def make_plan(
         causes = "; ".join(f"{name}: {' / '.join(hosts[name]['problems'])}" for name in troubled)
         unplaced.append({"point": point["id"], "cause": f"every host that fits it failed preflight: {causes}"})
     placed = placement.place(placeable, healthy, mode) if placeable else {"points": [], "lanes": []}
+    collect = [] if force else on_earlier_hosts(placed, earlier_runs(placeable, results_dir))
     plan = {
         "sweep": sweep["name"],
         "run_id": run_id or new_run_id(),
@@ -93,6 +100,7 @@ def make_plan(
         "points": placed["points"],
         "lanes": placed["lanes"],
         "kept": kept,
+        "collect": collect,
         "left_out": left_out,
         "unplaced": unplaced,
         "prompt_checks": prompt_checks,
@@ -116,6 +124,48 @@ def make_plan(
             status.finish(results_dir, point["id"], plan["run_id"], status="failed", stage="preflight",
                           cause=entry["cause"], finished_at=now())  # fmt: skip
     return plan
+
+
+def earlier_runs(points: list[dict[str, Any]], results_dir: Path) -> list[dict[str, str]]:
+    """{point, run_id, host} of the points an earlier run started on a host without recording their end (running,
+    or lost at that run's end), for the same settings."""
+    found = []
+    for point in points:
+        record = status.read(results_dir, point["id"])
+        if (record is not None and record.get("status") in ("running", "lost") and record.get("host")
+                and record.get("run_id") and record.get("settings_hash") == status.settings_hash(point)):  # fmt: skip
+            found.append({"point": point["id"], "run_id": record["run_id"], "host": record["host"]})
+    return found
+
+
+def on_earlier_hosts(placed: dict[str, Any], earlier: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Move each point of `earlier` that was placed elsewhere into a lane of the host that ran it (one with as many
+    GPUs: should that run not have ended it, it runs there); returns the entries whose point is on that host now."""
+    lanes_of: dict[str, list[dict[str, Any]]] = {}
+    for lane in placed["lanes"]:
+        lanes_of.setdefault(lane["host"], []).append(lane)
+    points = {p["id"]: p for p in placed["points"]}
+    kept = []
+    for entry in earlier:
+        point = points[entry["point"]]
+        if point["host"] != entry["host"]:
+            target = next((ln for ln in lanes_of.get(entry["host"], []) if len(ln["gpus"]) == len(point["gpus"])), None)
+            if target is None:
+                continue
+            source = next(ln for ln in placed["lanes"] if ln["name"] == point["lane"])
+            source["points"].remove(point["id"])
+            source["load"] -= point["weight"]
+            target["points"].insert(0, point["id"])
+            target["load"] += point["weight"]
+            point.update(host=target["host"], lane=target["name"], gpus=target["gpus"], ports=dict(target["ports"]),
+                         visible_devices=",".join(str(i) for i in target["gpus"]),
+                         colocated=len(lanes_of[target["host"]]) > 1)  # fmt: skip
+        kept.append(entry)
+    placed["lanes"] = [lane for lane in placed["lanes"] if lane["points"]]
+    for lane in placed["lanes"]:
+        for order, point_id in enumerate(lane["points"]):
+            points[point_id]["order"] = order
+    return kept
 
 
 def prompt_records(grid: list[dict[str, Any]], base_dir: Path) -> int:
@@ -142,6 +192,9 @@ def plan_text(plan: dict[str, Any]) -> str:
     lines += plan.get("search", {}).get("estimates", [])
     for name in plan["kept"]:
         lines.append(f"kept (complete from an earlier run with the same settings): {name}")
+    for entry in plan["collect"]:
+        lines.append(f"collected from {entry['host']} if run {entry['run_id']} ended it ok there (that run's "
+                     f"controller went away before collecting it), else run: {entry['point']}")  # fmt: skip
     for name in plan["left_out"]:
         lines.append(f"left out (not matched by trtsweep_only): {name}")
     for entry in plan["unplaced"]:

@@ -15,10 +15,15 @@ the cut line runs into the next whole one) never stops the reading: the whole li
 usual, and what is left is handed on in its place as `{"event": "broken", "offset": byte, "text": its start}` for the
 controller to report.
 
-The runner's start writes its pid (`RUNNER_PID`) before the runner has imported anything; the runner registers
-(`RUNNER_FILE`: pid and start ticks) once it runs. Until it has registered, the poll judges it by that pid (a
-process whose command line names this folder's host spec): one that is gone ended before it registered, one that
-has not registered within `REGISTER_S` of its start is ended by the poll; either way the runner is not alive.
+A point that ended on its host after the controller's last collection (the controller went away) keeps its archive
+there; the next run of the sweep asks for it (`python -m trtsweep.lane.journal RUNS --host NAME --ended JSON`, JSON:
+point -> the earlier run's id): it prints, per point, the `end` line of that run's journals on this host when the
+point ended ok and its archive is still there, so that the controller collects it instead of running the point again.
+
+The runner's start (action plugin trtsweep_lanes) writes the runner's pid (`RUNNER_PID`) as it starts it; the
+runner registers (`RUNNER_FILE`: pid and start ticks) once it runs. Until it has registered, the poll judges it by
+that pid (a process whose command line names this folder's host spec): one that is gone ended before it registered,
+one that has not registered within `REGISTER_S` of its start is ended by the poll; either way it is not alive.
 """
 
 from __future__ import annotations
@@ -153,14 +158,35 @@ def poll(folder: Path, offsets: dict[str, int], wait_s: float, step_s: float = 0
         time.sleep(step_s)
 
 
+def ended(runs: Path, host: str, wanted: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Point -> its `end` line in run `wanted[point]`'s journals of `host` under `runs` (the sweep's `.runs` folder:
+    `<run>-<host>`, or `r<round>-<run>-<host>` for a search's later round), for the points that ended ok there and
+    whose archive is still on the host."""
+    found: dict[str, dict[str, Any]] = {}
+    for run in set(wanted.values()):
+        for folder in [runs / f"{run}-{host}", *sorted(runs.glob(f"r[0-9]*-{run}-{host}"))]:
+            for lines in read_new(folder, {})[0].values():
+                for event in lines:
+                    point = event.get("point")
+                    if (event.get("event") == "end" and wanted.get(str(point)) == run and event.get("status") == "ok"
+                            and event.get("archive") and Path(event["archive"]).is_file()):  # fmt: skip
+                        found[str(point)] = event
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trtsweep.lane.journal")
-    parser.add_argument("folder", type=Path)
+    parser.add_argument("folder", type=Path, help="the run's folder on this host (with --ended: the sweep's .runs)")
     parser.add_argument("--offsets", type=json.loads, default={})
     parser.add_argument("--wait", type=float, default=0.0)
     parser.add_argument("--register", type=float, default=REGISTER_S, help="seconds a runner has to register")
+    parser.add_argument("--ended", type=json.loads, help="point -> an earlier run's id: that run's ok ends")
+    parser.add_argument("--host", help="with --ended: this host's name in its run folders")
     args = parser.parse_args(argv)
-    print(json.dumps(poll(args.folder, args.offsets, args.wait, register_s=args.register)))
+    if args.ended is not None:
+        print(json.dumps(ended(args.folder, args.host, args.ended)))
+    else:
+        print(json.dumps(poll(args.folder, args.offsets, args.wait, register_s=args.register)))
     return 0
 
 
