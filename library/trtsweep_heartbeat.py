@@ -12,7 +12,11 @@ description:
   - Starts C(python -m trtsweep.fleet.heartbeat) on the controller, detached and tied to this ansible-playbook process,
     which renews O(lease_file) on the host every O(every) seconds over one long-lived channel. For an SSH host the
     channel is the ssh command line Ansible itself uses for the host (ControlMaster, keys, known hosts,
-    keep-alives); for the local connection a local shell.
+    keep-alives); for the local connection a local shell. Each line is the next counter, which the host writes into
+    the lease whole; the host's readers age it on their own monotonic clock (src/trtsweep/common/lease.py), so a
+    clock step on either machine changes nothing.
+  - SIGTERM to the heartbeat ends it as a dead controller does - the host removes the lease and its servers and
+    lanes stop at once (how the controller stops one host it gave up on).
   - Every server the run starts on the host is supervised against that lease (the C(lease_file) of
     trtsweep_triton_server). When the heartbeat stops (the run ended, Ctrl-C, SIGTERM, a dead controller) or
     cannot reach the host (a cut link) for the lease's TTL, the host's servers are stopped. A channel that ends is

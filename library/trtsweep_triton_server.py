@@ -25,9 +25,11 @@ description:
   - C(state=stopped) stops the server named by the state file (TERM, then KILL), waits until its ports
     are free, and removes the state file. A PID reused by another process is never signalled.
   - Every server runs under a supervisor (C(python -m trtsweep.serve.supervisor)), its parent, which records
-    its exit status. With C(lease_file) the server lives only while the run renews the lease; the supervisor
-    stops it (TERM, KILL after a grace period, its python-backend stubs with it) when the file is older than
-    C(lease_ttl) seconds, so an interrupted or cut-off run leaves no server behind.
+    its exit status. With C(lease_file) the server lives only while the run's heartbeat (trtsweep_heartbeat) renews
+    the lease; the supervisor stops it (TERM, KILL after a grace period, its python-backend stubs with it) when the
+    counter the heartbeat writes into the file has not changed for C(lease_ttl) seconds of the host's monotonic
+    clock, or at once when the file is removed, so an interrupted or cut-off run leaves no server behind. The
+    module never renews the lease itself.
 options:
   state:
     description: Start (and wait for readiness) or stop.
@@ -93,7 +95,7 @@ options:
     description:
       - The run's lease (C(state=started)); unset, the server runs until stopped.
     type: path
-  lease_ttl: {type: float, default: 20, description: "Seconds without renewal after which the server is stopped."}
+  lease_ttl: {type: float, default: 20, description: "Seconds without a new counter in the lease after which the server is stopped."}
   openai:
     description:
       - Serve with the PyTorch flow's OpenAI-compatible server instead of Triton (C(trtsweep.serve.openai_server)),
