@@ -32,6 +32,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -45,6 +46,7 @@ SPEC_FILE = "host.json"  # the host spec the runner was started with (the contro
 RUNNER_PID = "runner.pid"  # the pid the start gave the runner (written by the start, before the runner runs)
 RUNNER_FILE = "runner.json"  # the host runner's pid and start ticks (written by the runner, read by `poll`)
 RUNNER_LOG = "runner.log"
+FULL_BELOW = 1 << 20  # bytes free below which the disk of a runner that died is said to be full
 REGISTER_S = 120.0  # a runner that has not registered this long after its start is ended (a start that hangs)
 BROKEN_CHARS = 200  # of a broken line, handed on to the controller
 
@@ -136,10 +138,17 @@ def runner_state(folder: Path, register_s: float = REGISTER_S) -> tuple[bool | N
 
 
 def log_tail(folder: Path, lines: int = 20) -> list[str]:
+    """The runner log's last lines, then a line saying the disk is full when it is (a runner that died of a full
+    disk could not write why into its log)."""
     try:
-        return (folder / RUNNER_LOG).read_text(errors="replace").splitlines()[-lines:]
+        tail = (folder / RUNNER_LOG).read_text(errors="replace").splitlines()[-lines:]
     except OSError:
-        return []
+        tail = []
+    with contextlib.suppress(OSError):
+        free = shutil.disk_usage(folder).free
+        if free < FULL_BELOW:
+            tail.append(f"the disk holding {folder} is full ({free} bytes free)")
+    return tail
 
 
 def poll(folder: Path, offsets: dict[str, int], wait_s: float, step_s: float = 0.25,
