@@ -39,7 +39,7 @@ attributes:
 EXAMPLES = r"""
 - name: The run's heartbeat on this host
   trtsweep_heartbeat:
-    lease_file: "{{ trtsweep_work_dir }}/.leases/{{ trtsweep_run_id }}.lease"
+    lease_file: "{{ trtsweep_run_lease_file }}"  # <work>/.leases/<run>-<host>.lease
     state_dir: "{{ trtsweep_results_dir }}/{{ sweep_name }}/.run"
 """
 

@@ -53,6 +53,9 @@ points: {description: "Placed points: host, lane, gpus, visible_devices, ports, 
   type: list, elements: dict}
 lanes: {description: "Lanes: name, host, index, gpus, ports, points.", returned: success, type: list, elements: dict}
 kept: {description: Points complete from an earlier run (not rerun)., returned: success, type: list, elements: str}
+collect: {description: "Points an earlier run started on a host and never recorded as ended, with the same settings:
+  kept on that host, whose collector takes the point's archive from that run if it ended ok there (else runs it).",
+  returned: success, type: list, elements: dict}
 left_out: {description: Points not matched by O(only)., returned: success, type: list, elements: str}
 unplaced: {description: "Points failed at preflight: point, cause.", returned: success, type: list, elements: dict}
 table: {description: The placement as text., returned: success, type: str}
