@@ -95,7 +95,7 @@ options:
     description:
       - The run's lease (C(state=started)); unset, the server runs until stopped.
     type: path
-  lease_ttl: {type: float, default: 20, description: "Seconds without a new counter in the lease after which the server is stopped."}
+  lease_ttl: {type: float, default: 20, description: "Seconds without a new counter in the lease before the stop."}
   openai:
     description:
       - Serve with the PyTorch flow's OpenAI-compatible server instead of Triton (C(trtsweep.serve.openai_server)),
