@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from trtsweep.fleet.progress import render
+import json
+
+from trtsweep.fleet.progress import load, render
 
 
 def test_live_view_counts_per_host_current_stage_and_estimate():
@@ -28,3 +30,22 @@ def test_live_view_counts_per_host_current_stage_and_estimate():
     )
     assert lines[1] == "  h1  2 points  ok 1  failed 0  lost 0  | lane0 b benchmark 10s"
     assert lines[2] == "  h2  2 points  ok 0  failed 0  lost 1  | lane0 UNREACHABLE"
+
+
+def test_a_collectors_warnings_show_under_its_host_the_newest_last():
+    events = {"started": 0.0, "planned": ["a"], "lanes": {"h1--lane0": {"host": "h1", "points": ["a"]}},
+              "warnings": {"h1": [f"broken journal line {n}" for n in range(5)]}}  # fmt: skip
+    lines = render(events, now=1.0).splitlines()
+    assert lines[2:] == [f"  ! h1: broken journal line {n}" for n in (2, 3, 4)]
+
+
+def test_load_takes_each_hosts_warnings_from_its_progress_file(tmp_path):
+    (tmp_path / ".run").mkdir()
+    (tmp_path / "events.json").write_text(json.dumps({"run_id": "r1", "lanes": {}}))
+    (tmp_path / ".run" / "progress-h1.json").write_text(
+        json.dumps({"run_id": "r1", "host": "h1", "lanes": {}, "points": {}, "warnings": ["cut line"]})
+    )
+    (tmp_path / ".run" / "progress-h2.json").write_text(
+        json.dumps({"run_id": "old", "host": "h2", "warnings": ["another run's"]})
+    )
+    assert load(tmp_path / "events.json")["warnings"] == {"h1": ["cut line"]}

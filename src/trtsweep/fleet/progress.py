@@ -14,6 +14,9 @@ from typing import Any
 FINISHED = ("ok", "failed", "lost")
 
 
+WARNINGS_SHOWN = 3  # a host's last warnings in the live view (all of them: progress-<host>.json, the point records)
+
+
 def _duration(seconds: float) -> str:
     seconds = max(0, int(seconds))
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
@@ -60,6 +63,8 @@ def render(events: dict[str, Any], now: float | None = None, width: int = 48) ->
             f"  {host}  {len(ids)} points  ok {count['ok']}  failed {count['failed']}  lost {count['lost']}"
             f"  | {' | '.join(cells)}"
         )
+    for host, said in events.get("warnings", {}).items():  # a collector's warnings (a broken journal line), newest
+        lines += [f"  ! {host}: {line}" for line in said[-WARNINGS_SHOWN:]]
     return "\n".join(lines)
 
 
@@ -80,6 +85,8 @@ def load(path: Path) -> dict[str, Any]:
         if seen.get("run_id") != events.get("run_id"):
             continue
         events.setdefault("points", {}).update(seen.get("points", {}))
+        if seen.get("warnings"):
+            events.setdefault("warnings", {})[seen.get("host", progress.stem)] = seen["warnings"]
         for name, lane in seen.get("lanes", {}).items():
             if name in events.get("lanes", {}):
                 current = {k: v for k, v in events["lanes"][name].items() if k not in ("point", "stage", "since")}
