@@ -9,6 +9,7 @@ from ansible.errors import AnsibleFilterError
 try:
     from trtsweep.errors import TrtsweepError
     from trtsweep.fleet import hostfacts
+    from trtsweep.fleet.collect import host_file_name
 except ImportError as exc:  # the controller's Python must have trtsweep installed
     IMPORT_ERROR: ImportError | None = exc
 else:
@@ -44,6 +45,12 @@ def trtsweep_fleet_hosts(names, hostvars):
     return hosts
 
 
+def trtsweep_host_file_name(name):
+    """An inventory host name as part of a file name (trtsweep.fleet.collect.host_file_name: the run's lease)."""
+    _require("trtsweep_host_file_name")
+    return host_file_name(str(name))
+
+
 class FilterModule:
     def filters(self):
-        return {"trtsweep_fleet_hosts": trtsweep_fleet_hosts}
+        return {"trtsweep_fleet_hosts": trtsweep_fleet_hosts, "trtsweep_host_file_name": trtsweep_host_file_name}
