@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +23,19 @@ from trtsweep.triton import repository
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ROOT / "data" / "prompts.jsonl"
+_BUILTIN_INTERN = sys.intern
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Importing ansible-core replaces sys.intern process-wide, and torch._dynamo then refuses to load any model
+    in-process (every transformers reference of the session errors): no test module may import ansible at
+    collection. Fails the session at once, before any test runs, instead of ten errors an hour later."""
+    if sys.intern is not _BUILTIN_INTERN:
+        raise pytest.UsageError(
+            "a test module imported ansible while pytest collected it (sys.intern is now "
+            f"{type(sys.intern).__module__}.{type(sys.intern).__name__}, which breaks torch in later tests): "
+            "import ansible inside the test that needs it"
+        )
 
 
 def wait_for(predicate: Callable[[], object], timeout_s: float) -> float:

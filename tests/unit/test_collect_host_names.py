@@ -10,9 +10,6 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import init_plugin_loader
-from ansible.template import Templar, trust_as_template
 
 from tests.conftest import ROOT
 from trtsweep.fleet.collect import Collector, host_file_name
@@ -28,7 +25,12 @@ def plan(rounds: int = 1) -> dict[str, Any]:
 
 
 def lease_file(host: str, work: str) -> str:
-    """group_vars' trtsweep_run_lease_file, rendered for `host` as Ansible renders it."""
+    """group_vars' trtsweep_run_lease_file, rendered for `host` as Ansible renders it (ansible imported here, never
+    at collection: tests/conftest.py says why)."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.plugins.loader import init_plugin_loader
+    from ansible.template import Templar, trust_as_template
+
     init_plugin_loader()
     text = yaml.safe_load((ROOT / "group_vars" / "all" / "trtsweep.yml").read_text())["trtsweep_run_lease_file"]
     variables = {"trtsweep_work_dir": work, "trtsweep_run_id": RUN, "inventory_hostname": host}

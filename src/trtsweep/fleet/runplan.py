@@ -9,7 +9,8 @@
 3. place the rest on the hosts that passed preflight (`placement.place`); a point that fits only hosts
    with problems is failed at stage preflight with their problems as the cause, a point that fits no
    host of the inventory at all fails the plan;
-4. write `results/<sweep>/plan.json` (run id, points with host / GPUs / ports / order, lanes, kept points).
+4. write `results/<sweep>/plan.json` (run id, points with host / GPUs / ports / order, lanes, kept points, and
+   `current`: every point of the sweep's rounds so far with its settings hash, what the report may judge).
 
 A point to run whose record says an earlier run started it on a host and never recorded its end (that run's controller
 went away: the record is still running, or lost) with the same settings hash may have ended on its host all the same,
@@ -100,6 +101,9 @@ def make_plan(
         "points": placed["points"],
         "lanes": placed["lanes"],
         "kept": kept,
+        # every point of this sweep's rounds so far (a grid sweep: its matrix), by id with its settings hash: the
+        # report judges only these (a point removed from the sweep or measured with other settings is stale)
+        "current": {t["point"]: t["settings_hash"] for r in ledger["rounds"] for t in r["tasks"]},
         "collect": collect,
         "left_out": left_out,
         "unplaced": unplaced,

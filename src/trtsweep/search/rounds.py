@@ -117,5 +117,7 @@ def plan_round(
 
 
 def _task(task: Task, point: dict[str, Any]) -> dict[str, Any]:
+    """A round's task in the ledger: its point id and that point's settings hash (the report's candidates are the
+    points of the sweep's rounds with these hashes, trtsweep.report.answer)."""
     return {"config": task.config, "point": point["id"], "fidelity": task.fidelity,
-            "hint": list(task.hint) if task.hint else None}  # fmt: skip
+            "hint": list(task.hint) if task.hint else None, "settings_hash": status.settings_hash(point)}  # fmt: skip
