@@ -12,6 +12,7 @@ import jinja2
 import pytest
 
 from trtsweep.report import compare, page, results_table, verdict, writer
+from trtsweep.report.answer import Answer
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "report_results" / "smollm2-cpu-demo"
 INT8 = "smollm2-135m_int8_tp1pp1_bs4_isl1024osl128_stream"
@@ -41,7 +42,9 @@ def test_a_point_name_with_markup_is_escaped_everywhere_in_the_page():
     slo = json.loads((DATA / "slo.json").read_text())
     rows = [{**r, "point": NASTY if r["point"] == INT8 else r["point"]} for r in results_table.collect(DATA, slo)]
     records = [{**r, "point": NASTY, "status": "failed", "cause": "<b>&</b>"} for r in writer.statuses(DATA)[1:]]
-    html = page.render("sweep <&'\">", rows, verdict.judge(rows, slo), records)
+    found = Answer(slo=slo, all_rows=rows, rows=rows, set_aside={NASTY + "_s1": "screening <i>"},
+                   judged=verdict.judge(rows, slo), sizing=[], planned=True)  # fmt: skip
+    html = page.render("sweep <&'\">", found, records)
     parsed = Parsed()
     parsed.feed(html)
     assert parsed.scripts == 0 and "<script>" not in html and "<b>&</b>" not in html
@@ -50,6 +53,7 @@ def test_a_point_name_with_markup_is_escaped_everywhere_in_the_page():
     assert f'<td class="text">{ESCAPED}</td>' in html  # the failures table
     assert "<title>trtsweep report: sweep &lt;&amp;&#x27;&quot;&gt;</title>" in html
     assert f"{NASTY}: misses rougeL" in parsed.text  # the verdict, as text
+    assert f"{NASTY}_s1: not judged: screening <i>" in parsed.text and "<i>" not in html
     assert html.count("<svg") == 5  # the charts: markup passed as such, not escaped
 
 

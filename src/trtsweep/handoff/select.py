@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.report import results_table, verdict
-from trtsweep.sweep.slo import check as slo_check
+from trtsweep.report.answer import answer
 
 
 def read_json(path: Path) -> Any:
@@ -23,15 +22,13 @@ def read_json(path: Path) -> Any:
 
 
 def best_point(results_dir: Path) -> tuple[str, str]:
-    """(the point the report names best, by the same `verdict.judge` over the same rows and the sweep's SLOs kept in
-    slo.json; the report's sentence saying so). Failed or lost points, and levels of another server, never count."""
-    slo_file = results_dir / "slo.json"
-    slo = slo_check(read_json(slo_file)) if slo_file.is_file() else {}
-    judged = verdict.judge(results_table.collect(results_dir, slo), slo)
-    first = verdict.summary_lines(judged)[0]
-    if judged["best"] is None:
+    """(the point the report names best: the sweep's one answer, trtsweep.report.answer, under the SLOs kept in
+    slo.json; the report's sentence saying so)."""
+    found = answer(results_dir)
+    first = found.verdict_lines()[0]
+    if found.best is None:
         raise TrtsweepError(f"{results_dir}: {first}; nothing to hand off (give --point to choose one)")
-    return judged["best"]["point"], first
+    return found.best["point"], first
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,21 @@
 """`trtsweep compare results/<a> results/<b>`: two sweeps side by side (say the same matrix on two TensorRT-LLM
 versions, or two GPU types), configuration by configuration and load level by load level.
 
-Rows are matched by point id and concurrency; for each headline number it shows a, b and the change b vs a,
-marked better or worse by the number's direction (throughput and accuracy up, latency down) and highlighted when
-it moves by `THRESHOLD` or more. Points only one sweep has are listed; each sweep's verdict is quoted.
+Each sweep's rows and verdict are its answer (trtsweep.report.answer: the current plan's full measurements; screening
+and stale points are not compared). Rows are matched by point id and concurrency; for each headline number it shows
+a, b and the change b vs a, marked better or worse by the number's direction (throughput and accuracy up, latency
+down) and highlighted when it moves by `THRESHOLD` or more. Points only one sweep has are listed; each sweep's verdict is quoted.
 The page's markup is in templates/compare.html.j2.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.report import results_table, verdict
+from trtsweep.report.answer import answer
 from trtsweep.report.templating import environment
-from trtsweep.sweep.slo import check as slo_check
 
 # (label, results.csv column, higher is better)
 METRICS = (
@@ -34,12 +33,10 @@ THRESHOLD = 0.05
 def _sweep(results_dir: Path) -> tuple[dict[tuple[str, Any], dict[str, Any]], list[str]]:
     if not results_dir.is_dir():
         raise TrtsweepError(f"{results_dir}: no such results directory")
-    slo_file = results_dir / "slo.json"
-    slo = slo_check(json.loads(slo_file.read_text())) if slo_file.is_file() else {}
-    rows = results_table.collect(results_dir, slo)
-    if not rows:
-        raise TrtsweepError(f"{results_dir}: no measured point (llm_perf.summary.json) to compare")
-    return {(r["point"], r["concurrency"]): r for r in rows}, verdict.summary_lines(verdict.judge(rows, slo))[:1]
+    found = answer(results_dir)  # the sweep's answer: its verdict, over the rows it judges
+    if not found.rows:
+        raise TrtsweepError(f"{results_dir}: {found.verdict_lines()[0]}: nothing to compare")
+    return {(r["point"], r["concurrency"]): r for r in found.rows}, found.verdict_lines()[:1]
 
 
 def change(a: Any, b: Any, higher_better: bool) -> tuple[float | None, str]:

@@ -24,9 +24,10 @@ from markupsafe import Markup
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from trtsweep.report.answer import Answer
 from trtsweep.report.results_table import cell
 from trtsweep.report.templating import environment
-from trtsweep.report.verdict import PRECISION_RANK, summary_lines
+from trtsweep.report.verdict import PRECISION_RANK
 
 COMPARE = (("QPS", "request_throughput", 2), ("out tok/s", "output_token_throughput", 1),
            ("TTFT avg ms", "ttft_mean_ms", 0), ("TTFT p99 ms", "ttft_p99_ms", 0))  # fmt: skip
@@ -308,16 +309,10 @@ def _charts(rows: Sequence[dict[str, Any]], metric: str, label: dict[str, str]) 
             "accuracy": _accuracy(rows, metric, label), "latencies": _latencies(rows, label)}  # fmt: skip
 
 
-def render(
-    name: str,
-    rows: Sequence[dict[str, Any]],
-    verdict: dict[str, Any],
-    records: Sequence[dict[str, Any]],
-    sizing: Sequence[str] = (),
-    search: Sequence[str] = (),
-) -> str:
-    """The page; `sizing`: the replicas and GPUs each configuration needs for the sweep's target rate (sizing.lines);
-    `search`: the search's account (trtsweep.report.search.lines)."""
+def render(name: str, found: Answer, records: Sequence[dict[str, Any]], search: Sequence[str] = ()) -> str:
+    """The page of the sweep's answer (report.answer: its judged rows, verdict and sizing); `search`: the search's
+    account (trtsweep.report.search.lines)."""
+    rows, verdict = found.rows, found.judged
     label, common = labels(list(_by_point(rows)))
     metric = verdict["slo"].get("accuracy_metric", "rougeL")
     return (
@@ -327,9 +322,9 @@ def render(
             name=name,
             configurations=len({r["point"] for r in rows}),
             points=len(records),
-            verdict=summary_lines(verdict),
+            verdict=found.verdict_lines(),
             best=bool(verdict.get("best")),
-            sizing=list(sizing),
+            sizing=found.sizing,
             search=list(search),
             slo=", ".join(f"{k} {v}" for k, v in verdict["slo"].items()) or "none given (add slo: to the sweep file)",
             common=common,

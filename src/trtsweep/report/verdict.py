@@ -9,8 +9,8 @@ server was not the expected one (llm-perf's identity check, results.csv `server_
 best, nor the accuracy reference. The best is the candidate with the highest output tok/s per GPU among those that
 meet the SLOs, ties broken by fewer GPUs, then lower TTFT p99. Every other configuration is told which SLO its best
 row misses (its best row: the one that misses the fewest SLOs, then the highest throughput), or why it is no
-candidate. Goodput in results.csv counts the requests within the latency SLOs. `judge` is the one selection: the
-report's verdict and `trtsweep handoff --point best` both take its best.
+candidate. Goodput in results.csv counts the requests within the latency SLOs. `judge` judges the rows it is given;
+which rows those are is the sweep's answer's to say (trtsweep.report.answer, the one caller outside tests).
 """
 
 from __future__ import annotations

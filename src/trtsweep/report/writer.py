@@ -22,7 +22,8 @@ from trtsweep.common.fileio import atomic_write_text, read_json
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet import status
 from trtsweep.perf.export import CSV_COLUMNS, headline, table
-from trtsweep.report import results_table, search, sizing, verdict
+from trtsweep.report import results_table, search
+from trtsweep.report.answer import answer, current_points
 from trtsweep.sweep.slo import check as slo_check
 
 SUMMARY_FILE = "llm_perf.summary.json"
@@ -87,8 +88,10 @@ class Report(NamedTuple):
 
 def inputs_digest(results_dir: Path, slo: dict[str, Any] | None) -> str:
     """A digest of what the report reads (every file of the sweep's folder but NOT_INPUTS, by name, size and
-    modification time), the SLOs it judges by and the report's own code."""
-    digest = hashlib.sha256(json.dumps(slo, sort_keys=True, default=str).encode())
+    modification time), the SLOs it judges by, the sweep's current points (plan.json `current`) and the report's own
+    code."""
+    judged_by = {"slo": slo, "current": current_points(results_dir)}
+    digest = hashlib.sha256(json.dumps(judged_by, sort_keys=True, default=str).encode())
     code = Path(__file__).resolve().parent
     top = [p for p in results_dir.iterdir() if not p.name.startswith(".") and p.name not in NOT_INPUTS]
     files = [(results_dir, p) for t in top for p in (t.rglob("*") if t.is_dir() else [t])]
@@ -150,22 +153,18 @@ def _write(results_dir: Path, slo: dict[str, Any] | None) -> Report:
         sections.append(f"{point}\n{table(levels)}")
     points = status_lines(records)
     not_ok = [line for line, r in zip(points, records, strict=True) if r["status"] != "ok"]
-    full = results_table.collect(results_dir, slo)
-    results_table.write(results_dir, full)
-    # a search's screening measurements are its evidence (the search lines), never an answer
-    answers = [r for r in full if (r.get("search_fidelity") or 1) >= 1]
-    judged = verdict.judge(answers, slo or {})
-    # then, with slo.target_request_rate, the replicas and GPUs each configuration with a capacity needs
-    sized = sizing.lines(answers, (slo or {}).get("target_request_rate"))
+    # the one answer (report.answer): the verdict and sizing over the current plan's full measurements
+    found = answer(results_dir, slo or {})
+    results_table.write(results_dir, found.all_rows)
     searched = search.lines(results_dir)
-    lines = verdict.summary_lines(judged) + sized + searched
+    lines = found.lines() + searched
     html = results_dir / HTML_FILE
-    atomic_write_text(html, page.render(results_dir.name, answers, judged, records, sized, searched))
+    atomic_write_text(html, page.render(results_dir.name, found, records, searched))
     text = "\n\n".join([*sections, "points:\n" + "\n".join(f"  {line}" for line in points)])
     legend = (
         "latencies in ms; TTFT = time to first token; ICL = inter-chunk latency (every gap, vLLM's ITL); "
         "TPOT = (E2E-TTFT)/(tokens-1) per request (AIPerf's ITL); tok/s over the benchmark window"
     )
-    answer = "\n".join(lines)
-    atomic_write_text(results_dir / "report.md", f"# {results_dir.name}\n\n{answer}\n\n{legend}\n\n```\n{text}\n```\n")
+    said = "\n".join(lines)
+    atomic_write_text(results_dir / "report.md", f"# {results_dir.name}\n\n{said}\n\n{legend}\n\n```\n{text}\n```\n")
     return Report(f"{text}\n\n{legend}", rows, not_ok, lines, html)
