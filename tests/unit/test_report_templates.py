@@ -42,7 +42,7 @@ def test_a_point_name_with_markup_is_escaped_everywhere_in_the_page():
     slo = json.loads((DATA / "slo.json").read_text())
     rows = [{**r, "point": NASTY if r["point"] == INT8 else r["point"]} for r in results_table.collect(DATA, slo)]
     records = [{**r, "point": NASTY, "status": "failed", "cause": "<b>&</b>"} for r in writer.statuses(DATA)[1:]]
-    found = Answer(slo=slo, all_rows=rows, rows=rows, set_aside={NASTY + "_s1": "screening <i>"},
+    found = Answer(slo=slo, all_rows=rows, rows=rows, screening=[], stale={NASTY + "_old": "stale: <i>"},
                    judged=verdict.judge(rows, slo), sizing=[], planned=True)  # fmt: skip
     html = page.render("sweep <&'\">", found, records)
     parsed = Parsed()
@@ -53,7 +53,7 @@ def test_a_point_name_with_markup_is_escaped_everywhere_in_the_page():
     assert f'<td class="text">{ESCAPED}</td>' in html  # the failures table
     assert "<title>trtsweep report: sweep &lt;&amp;&#x27;&quot;&gt;</title>" in html
     assert f"{NASTY}: misses rougeL" in parsed.text  # the verdict, as text
-    assert f"{NASTY}_s1: not judged: screening <i>" in parsed.text and "<i>" not in html
+    assert f"{NASTY}_old: not judged: stale: <i>" in parsed.text and "<i>" not in html
     assert html.count("<svg") == 5  # the charts: markup passed as such, not escaped
 
 

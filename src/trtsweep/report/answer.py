@@ -25,7 +25,7 @@ from trtsweep.sweep.slo import check as slo_check
 
 PLAN_FILE = "plan.json"
 SLO_FILE = "slo.json"
-SCREENING = "a screening measurement (the search's evidence at {share:.0%} of the requests), never an answer"
+SCREENING = "screening measurement(s) of the search (its evidence, at a share of the requests), never an answer"
 NO_PLAN = "no plan.json names the sweep's points: every measured point is judged"
 
 
@@ -34,7 +34,8 @@ class Answer:
     slo: dict[str, Any]
     all_rows: list[dict[str, Any]]  # results.csv: every measured level
     rows: list[dict[str, Any]]  # the judged rows: current plan, current settings, full benchmark
-    set_aside: dict[str, str]  # point -> why it is not judged (screening, stale)
+    screening: list[str]  # a search's screening points: its evidence, never judged
+    stale: dict[str, str]  # point -> why it is stale, never judged
     judged: dict[str, Any]  # verdict.judge(rows)
     sizing: list[str]  # the replicas and GPUs for slo.target_request_rate (sizing.lines over rows)
     planned: bool  # whether a plan named the sweep's points
@@ -44,13 +45,13 @@ class Answer:
         return self.judged["best"]
 
     def verdict_lines(self) -> list[str]:
-        """The verdict in words (first line: the answer), then each point set aside and why."""
+        """The verdict in words (first line: the answer), then what was not judged and why."""
         lines = verdict.summary_lines(self.judged)
-        if not self.rows and self.set_aside:
-            lines[0] = (
-                f"no configuration was measured at the full benchmark of this sweep ({len(self.set_aside)} not judged)"
-            )
-        lines += [f"{point}: not judged: {why}" for point, why in self.set_aside.items()]
+        if not self.rows and (self.screening or self.stale):
+            lines[0] = "no configuration was measured at the full benchmark of this sweep"
+        if self.screening:
+            lines.append(f"not judged: {len(self.screening)} {SCREENING}: {', '.join(self.screening)}")
+        lines += [f"{point}: not judged: {why}" for point, why in self.stale.items()]
         return lines if self.planned else [*lines, NO_PLAN]
 
     def lines(self) -> list[str]:
@@ -75,10 +76,12 @@ def kept_slo(results_dir: Path) -> dict[str, Any]:
         raise TrtsweepError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
 
 
-def _why_set_aside(row: dict[str, Any], current: dict[str, str] | None) -> str | None:
-    fidelity = row.get("search_fidelity")
-    if fidelity is not None and fidelity < 1:
-        return SCREENING.format(share=fidelity)
+def _screening(row: dict[str, Any]) -> bool:
+    return row.get("search_fidelity") is not None and row["search_fidelity"] < 1
+
+
+def _stale(row: dict[str, Any], current: dict[str, str] | None) -> str | None:
+    """Why the row's point is stale (None: it is a point of the current plan with its settings)."""
     if current is None:
         return None
     if row["point"] not in current:
@@ -94,7 +97,9 @@ def answer(results_dir: Path, slo: dict[str, Any] | None = None) -> Answer:
     slo = kept_slo(results_dir) if slo is None else slo
     all_rows = results_table.collect(results_dir, slo)
     current = current_points(results_dir)
-    set_aside = {r["point"]: why for r in all_rows if (why := _why_set_aside(r, current))}
-    rows = [r for r in all_rows if r["point"] not in set_aside]
-    return Answer(slo=slo, all_rows=all_rows, rows=rows, set_aside=set_aside, judged=verdict.judge(rows, slo),
-                  sizing=sizing.lines(rows, slo.get("target_request_rate")), planned=current is not None)  # fmt: skip
+    screening = list(dict.fromkeys(r["point"] for r in all_rows if _screening(r)))
+    stale = {r["point"]: why for r in all_rows if r["point"] not in screening and (why := _stale(r, current))}
+    rows = [r for r in all_rows if r["point"] not in screening and r["point"] not in stale]
+    return Answer(slo=slo, all_rows=all_rows, rows=rows, screening=screening, stale=stale,
+                  judged=verdict.judge(rows, slo), sizing=sizing.lines(rows, slo.get("target_request_rate")),
+                  planned=current is not None)  # fmt: skip

@@ -4,8 +4,8 @@ versions, or two GPU types), configuration by configuration and load level by lo
 Each sweep's rows and verdict are its answer (trtsweep.report.answer: the current plan's full measurements; screening
 and stale points are not compared). Rows are matched by point id and concurrency; for each headline number it shows
 a, b and the change b vs a, marked better or worse by the number's direction (throughput and accuracy up, latency
-down) and highlighted when it moves by `THRESHOLD` or more. Points only one sweep has are listed; each sweep's verdict is quoted.
-The page's markup is in templates/compare.html.j2.
+down) and highlighted when it moves by `THRESHOLD` or more. Points only one sweep has are listed; each sweep's
+verdict is quoted. The page's markup is in templates/compare.html.j2.
 """
 
 from __future__ import annotations
