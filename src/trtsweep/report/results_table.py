@@ -29,6 +29,10 @@ A point of a search over configurations (the sweep's `search:`, trtsweep.search)
 (`search_round`) and the share of the benchmark's requests per level it measured (`search_fidelity`: below 1, a
 screening measurement, never an answer; empty without a search).
 
+What the point's GPUs did during each level (llm-perf --gpu-telemetry, trtsweep.perf.telemetry; empty for a CPU
+point or a host without NVML): `gpu_name`, `gpu_util_pct`, `gpu_mem_peak_mb`, `gpu_power_w` (the point's GPUs
+together, mean), `gpu_energy_j`, `gpu_sm_clock_mhz` and `out_tok_per_joule` (output tokens/s over that power).
+
 Two columns say whether a row's numbers can be trusted at all: `point_status` (the point's status record: only an
 "ok" point's levels are candidates for the verdict) and `server_identity_error` (llm-perf's --expect-server-id
 check found another server, or none, before or after the level: its numbers are not the point's server's).
@@ -60,11 +64,14 @@ LOAD = ("concurrency", "replay_speed", "requests", "succeeded", "failed", "succe
 THROUGHPUT = ("request_throughput", "output_token_throughput", "input_token_throughput", "output_tok_s_per_gpu",
               "input_tok_s_per_gpu", "output_tok_s_per_user", "output_tokens_mean", "input_tokens_mean", "prefix_share",
               "goodput", "good_fraction", "window_s")  # fmt: skip
+# what the point's GPUs did during the level (the summary's gpu_telemetry, trtsweep.perf.telemetry); empty without
+TELEMETRY = ("gpu_name", "gpu_util_pct", "gpu_mem_peak_mb", "gpu_power_w", "gpu_energy_j", "gpu_sm_clock_mhz",
+             "out_tok_per_joule")  # fmt: skip
 CAPACITY = ("capacity_rps", "capacity_concurrency", "capacity_out_tok_s_per_gpu", "capacity_levels", "capacity_bound")
 CSV_FILE, JSON_FILE = "results.csv", "results.json"
 SEARCH = ("search_round", "search_fidelity")  # a search's round point: its round, its share of the requests per level
 ACCURACY = ACCURACY_METRICS  # every score an SLO may judge by is a column
-COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT, *CAPACITY, *SEARCH,
+COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT, *TELEMETRY, *CAPACITY, *SEARCH,
            *(f"{m}_{s}_ms" for m in LATENCIES for s in STATS), *ACCURACY, "accuracy_n",
            "server_requests", "server_queue_ms", "server_compute_ms", "server_batch_mean",
            "server_kv_used_max", "kv_reused_blocks", "kv_hit_rate")  # fmt: skip
@@ -194,7 +201,25 @@ def _level_columns(summary: dict[str, Any], gpus: int) -> dict[str, Any]:
     kv = server.get("kv_reuse") or {}  # TensorRT-LLM's own block reuse counts over the level (none on the hf backend)
     out["kv_reused_blocks"] = kv.get("kv_reused_blocks")
     out["kv_hit_rate"] = kv.get("kv_hit_rate")
-    return out
+    return out | telemetry_columns(summary)
+
+
+def telemetry_columns(summary: dict[str, Any]) -> dict[str, Any]:
+    """The level's GPU telemetry columns (all None without `gpu_telemetry`: a CPU point, or no NVML on its host);
+    `out_tok_per_joule`: output tokens/s over the GPUs' mean power."""
+    gpu = summary.get("gpu_telemetry")
+    if not isinstance(gpu, dict):
+        return dict.fromkeys(TELEMETRY)
+    tok_s, power = summary.get("output_token_throughput"), gpu.get("power_w")
+    return {
+        "gpu_name": "+".join(dict.fromkeys(gpu.get("names") or [])) or None,
+        "gpu_util_pct": gpu.get("util_pct"),
+        "gpu_mem_peak_mb": gpu.get("memory_used_mb_peak"),
+        "gpu_power_w": power,
+        "gpu_energy_j": gpu.get("energy_j"),
+        "gpu_sm_clock_mhz": gpu.get("sm_clock_mhz"),
+        "out_tok_per_joule": tok_s / power if tok_s is not None and power else None,
+    }
 
 
 def capacity_columns(search: dict[str, Any] | None, gpus: int) -> dict[str, Any]:

@@ -1,0 +1,96 @@
+"""GPU telemetry per level (trtsweep.perf.telemetry) and the host facts, read from what a real 4 x H100 host answered
+(tests/data/gpu/h100x4, recorded with tools/record_gpu_facts.py on a lent machine: GPUs 0 and 1 multiply matrices
+from t = 2 s, GPUs 2 and 3 idle)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.fleet import hostfacts
+from trtsweep.perf import telemetry
+from trtsweep.report.results_table import telemetry_columns
+
+H100 = Path(__file__).resolve().parent.parent / "data" / "gpu" / "h100x4"
+
+
+def recorded() -> tuple[dict, list[tuple[float, list[dict]]]]:
+    """(the host's GPUs and driver, the samples: (seconds, every GPU's NVML answers))."""
+    lines = (H100 / "nvml.jsonl").read_text().splitlines()
+    return json.loads(lines[0]), [(s["t"], s["gpus"]) for s in map(json.loads, lines[1:])]
+
+
+def window(gpus: list[int], start: float, end: float) -> list[tuple[float, list[dict]]]:
+    _, samples = recorded()
+    return [(t, [answers[g] for g in gpus]) for t, answers in samples if start <= t <= end]
+
+
+def test_a_level_on_two_busy_h100s_reads_their_utilization_power_and_energy():
+    host, _ = recorded()
+    names = [host["gpus"][g]["name"] for g in (0, 1)]
+    level = telemetry.summarize([0, 1], names, window([0, 1], 3.0, 7.9))
+    assert level["names"] == ["NVIDIA H100 80GB HBM3"] * 2 and level["samples"] >= 30
+    assert level["util_pct"] > 90
+    assert 900 < level["power_w"] < 1400  # two H100s at about 620 W each (700 W limit)
+    # the energy counter and the mean power over the window agree
+    assert level["energy_j"] == pytest.approx(level["power_w"] * level["window_s"], rel=0.1)
+    assert 1000 < level["sm_clock_mhz"] < 2000
+    assert 1000 < level["memory_used_mb_peak"] < 81559
+
+
+def test_idle_gpus_read_idle():
+    level = telemetry.summarize([2, 3], ["h100"] * 2, window([2, 3], 3.0, 7.9))
+    assert level["util_pct"] == 0 and 100 < level["power_w"] < 200 and level["sm_clock_mhz"] < 500
+
+
+def test_a_value_nvml_does_not_give_is_unknown_never_zero():
+    samples = [(t, [{**a, "power_mw": None} for a in per_gpu]) for t, per_gpu in window([0, 1], 3.0, 5.0)]
+    level = telemetry.summarize([0, 1], ["h100"] * 2, samples)
+    assert level["power_w"] is None
+    assert level["energy_j"] > 0  # the energy counter still answers
+    no_energy = [(t, [{**a, "energy_mj": None} for a in per_gpu]) for t, per_gpu in samples]
+    assert telemetry.summarize([0, 1], ["h100"] * 2, no_energy)["energy_j"] is None
+    one = telemetry.summarize([0], ["h100"], window([0], 3.0, 7.9)[:1])
+    assert one["samples"] == 1 and one["energy_j"] is None and one["window_s"] == 0.0
+
+
+def test_tokens_per_joule_and_a_cpu_point_has_empty_columns():
+    level = telemetry.summarize([0, 1], ["NVIDIA H100 80GB HBM3"] * 2, window([0, 1], 3.0, 7.9))
+    columns = telemetry_columns({"output_token_throughput": 5000.0, "gpu_telemetry": level})
+    assert columns["out_tok_per_joule"] == pytest.approx(5000.0 / level["power_w"])
+    assert columns["gpu_name"] == "NVIDIA H100 80GB HBM3" and columns["gpu_power_w"] == level["power_w"]
+    cpu = telemetry_columns({"output_token_throughput": 50.0})
+    assert set(cpu.values()) == {None}
+
+
+def test_the_sampler_samples_from_its_thread_between_start_and_stop():
+    _, samples = recorded()
+    replay = iter(per_gpu[:1] for _, per_gpu in samples)
+    sampler = telemetry.Sampler([0], ["h100"], lambda: next(replay), interval_s=0.01)
+    sampler.start()
+    time.sleep(0.2)
+    level = sampler.stop()
+    assert level["samples"] >= 5 and level["window_s"] > 0.1
+
+
+def test_without_nvml_there_is_no_sampler_and_it_says_why():
+    sampler, why = telemetry.nvml_sampler([0])
+    assert sampler is None and why is not None and why.startswith(("no NVML", "no GPU 0"))
+
+
+@pytest.mark.parametrize("text", ["", "0,x", "1,1", "-1"])
+def test_a_bad_gpu_list_is_one_line(text):
+    with pytest.raises(TrtsweepError, match="--gpu-telemetry: expected"):
+        telemetry.parse_gpus(text)
+
+
+def test_the_host_facts_read_a_real_h100_hosts_nvidia_smi():
+    gpus = hostfacts.parse_nvidia_smi((H100 / "query-gpu.csv").read_text())
+    assert [g["index"] for g in gpus] == [0, 1, 2, 3]
+    assert {g["name"] for g in gpus} == {"NVIDIA H100 80GB HBM3"} and {g["memory_mb"] for g in gpus} == {81559}
+    held = hostfacts.parse_nvidia_smi((H100 / "query-gpu-busy.csv").read_text())  # 20 GiB held on GPU 0
+    assert hostfacts.busy(held, 1024) == [0] and hostfacts.busy(gpus, 1024) == []
