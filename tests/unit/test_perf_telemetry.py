@@ -5,6 +5,7 @@ from t = 2 s, GPUs 2 and 3 idle)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import pytest
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet import hostfacts
 from trtsweep.perf import telemetry
+from trtsweep.report import page, results_table, verdict
+from trtsweep.report.answer import Answer
 from trtsweep.report.results_table import telemetry_columns
 
 H100 = Path(__file__).resolve().parent.parent / "data" / "gpu" / "h100x4"
@@ -94,3 +97,26 @@ def test_the_host_facts_read_a_real_h100_hosts_nvidia_smi():
     assert {g["name"] for g in gpus} == {"NVIDIA H100 80GB HBM3"} and {g["memory_mb"] for g in gpus} == {81559}
     held = hostfacts.parse_nvidia_smi((H100 / "query-gpu-busy.csv").read_text())  # 20 GiB held on GPU 0
     assert hostfacts.busy(held, 1024) == [0] and hostfacts.busy(gpus, 1024) == []
+
+
+def test_the_page_shows_what_the_gpus_did_beside_throughput_and_nothing_for_a_cpu_sweep():
+    data = H100.parent.parent / "report_results" / "smollm2-cpu-demo"
+    slo = json.loads((data / "slo.json").read_text())
+    cpu_rows = results_table.collect(data, slo)
+    level = telemetry.summarize([0, 1], ["NVIDIA H100 80GB HBM3"] * 2, window([0, 1], 3.0, 7.9))
+    gpu_rows = [{**r, **telemetry_columns({"output_token_throughput": r["output_token_throughput"],
+                                           "gpu_telemetry": level})} for r in cpu_rows]  # fmt: skip
+
+    def html(rows: list[dict]) -> str:
+        judged = verdict.judge(rows, slo)
+        found = Answer(
+            slo=slo, all_rows=rows, rows=rows, screening=[], stale={}, judged=judged, sizing=[], planned=True
+        )
+        return page.render("s", found, [])
+
+    shown = html(gpu_rows)
+    headings = re.findall(r"<th[^>]*>([^<]*)</th>", shown)
+    at = headings.index("out tok/s/GPU")
+    assert headings[at + 1 : at + 5] == ["GPU util %", "GPU W", "GPU MiB peak", "out tok/J"]
+    assert f'data-value="{results_table.cell(gpu_rows[0]["out_tok_per_joule"])}"' in shown
+    assert "GPU W" not in html(cpu_rows)

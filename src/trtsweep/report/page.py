@@ -37,7 +37,18 @@ TABLE = (("point", "point", None), ("concurrency", "concurrency", None), ("GPUs"
          ("goodput req/s", "goodput", 2), ("TTFT p50", "ttft_p50_ms", 0), ("TTFT p99", "ttft_p99_ms", 0),
          ("TPOT p50", "tpot_p50_ms", 1), ("TPOT p99", "tpot_p99_ms", 1), ("E2E p99", "e2e_p99_ms", 0),
          ("rougeL", "rougeL", 3), ("chrF", "chrf", 3), ("queue ms", "server_queue_ms", 2))  # fmt: skip
+# beside throughput when any level has GPU telemetry (results.csv's, trtsweep.perf.telemetry): what the GPUs did
+GPU_TABLE = (("GPU util %", "gpu_util_pct", 0), ("GPU W", "gpu_power_w", 0), ("GPU MiB peak", "gpu_mem_peak_mb", 0),
+             ("out tok/J", "out_tok_per_joule", 2))  # fmt: skip
 FAILURE_FIELDS = ("point", "status", "stage", "host", "cause")
+
+
+def table_columns(rows: Sequence[dict[str, Any]]) -> tuple[tuple[str, str, int | None], ...]:
+    """The results table's (heading, column, digits): GPU_TABLE after the throughput where a level has telemetry."""
+    if not any(r.get(column) is not None for r in rows for _, column, _ in GPU_TABLE):
+        return TABLE
+    at = [column for _, column, _ in TABLE].index("output_tok_s_per_gpu") + 1
+    return (*TABLE[:at], *GPU_TABLE, *TABLE[at:])
 
 
 class Chart(NamedTuple):
@@ -289,14 +300,14 @@ def flow_tables(rows: Sequence[dict[str, Any]]) -> list[tuple[str, SideBySide]]:
 
 
 def _results(rows: Sequence[dict[str, Any]], verdict: dict[str, Any], label: dict[str, str]) -> list[ResultRow]:
-    best = verdict.get("best")
+    best, table = verdict.get("best"), table_columns(rows)
     out = []
     for row in rows:
         where = (row["point"], row["concurrency"])
         missed = verdict["rows"].get(where, [])
         excluded = verdict["excluded"].get(where)
         slo = "; ".join(missed) if missed else ("met" if verdict["slo"] else "-")
-        cells = [_cell(row, col, d, label[row["point"]] if col == "point" else None) for _, col, d in TABLE]
+        cells = [_cell(row, col, d, label[row["point"]] if col == "point" else None) for _, col, d in table]
         out.append(ResultRow(cells, f"not a candidate: {excluded}; {slo}" if excluded else slo,
                              bool(missed or excluded),
                              best is not None and where == (best["point"], best["concurrency"])))  # fmt: skip
@@ -333,7 +344,7 @@ def render(name: str, found: Answer, records: Sequence[dict[str, Any]], search: 
             flows=flow_tables(rows),
             comparison=_comparison(rows, label) if rows else None,
             results=_results(rows, verdict, label) if rows else None,
-            columns=[heading for heading, _, _ in TABLE],
+            columns=[heading for heading, _, _ in table_columns(rows)],
             failure_fields=FAILURE_FIELDS,
             failures=[[str(r.get(f)) for f in FAILURE_FIELDS] for r in records if r.get("status") != "ok"],
         )
