@@ -175,11 +175,14 @@ def test_served_history_is_the_answers_and_a_failed_turn_ends_its_conversation(t
     results = level_run(talks, proto, Level(num_requests=1, concurrency=1, warmup_requests=1))
     sent = [(talks.sent[r.seq].session, talks.sent[r.seq].turn, r.ok, r.warmup) for r in results]
     first = talks.order[0]  # the warm-up conversation (session 0) is the first of the seeded order; then session 1
-    a_turns = [(0, True), (1, False)]  # a's turn 1 fails: its turn 2 is never sent
+    a_turns = [(0, True), (1, False), (2, False)]  # a's turn 1 fails: its turn 2 is never sent, and recorded so
     b_turns = [(0, True), (1, True)]
     expect = [(0, *t, True) for t in (a_turns if first == 0 else b_turns)]
     expect += [(1, *t, False) for t in (b_turns if first == 0 else a_turns)]
     assert sent == expect
+    assert "a2" not in [r.messages[-1]["content"] for r in proto.seen if r.messages]
+    (unsent,) = [r for r in results if talks.sent[r.seq].not_sent is not None]
+    assert (unsent.error_class, talks.sent[unsent.seq].not_sent, unsent.sent_ns) == ("not_sent", "connection", 0)
     b1 = next(r for r in proto.seen if r.messages and r.messages[-1]["content"] == "b1")
     assert b1.messages == [{"role": "user", "content": "b0"}, {"role": "assistant", "content": "ans(b0)"},
                            {"role": "user", "content": "b1"}]  # fmt: skip
@@ -195,6 +198,7 @@ def test_served_history_is_the_answers_and_a_failed_turn_ends_its_conversation(t
     summary = stats.summary()
     assert (summary["conversations"], summary["completed"], summary["failed"]) == (1, int(first == 0),
                                                                                    int(first != 0))  # fmt: skip
+    assert stats.unsent() == ({} if first == 0 else {"connection": 1})  # a warm-up's unsent turn is not measured
 
 
 def test_think_times_are_normal_clipped_at_zero_and_seeded(tmp_path, monkeypatch):

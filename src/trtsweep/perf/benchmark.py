@@ -273,8 +273,11 @@ def run(
             scored = dict(zip(scoring, scorer.map(pairs), strict=True))
             for i, r in enumerate(batch):
                 request, record = requests[r.record_index], records[r.record_index]
-                # a conversation's turn was sent with its history: its prompt is the one sent in this level
-                prompt = talks.prompt(r.seq) if talks and count and r.server_input_tokens is None else request.prompt
+                # a conversation's turn was sent with its history: its prompt is the one sent in this level (counted
+                # for an answered turn only: a failed one has no numbers, and a turn not sent no prompt)
+                prompt = request.prompt
+                if talks and count and r.ok and r.server_input_tokens is None:
+                    prompt = talks.prompt(r.seq)
                 m = request_metrics(r, prompt, record.reference, count, scored=scored.get(i))
                 stats.add(r, m)
                 if share:
@@ -283,7 +286,7 @@ def run(
                 if talks and talked:
                     sent = talks.sent[r.seq]
                     talked.add(r, sent)
-                    row.update(export.turn_columns(talks.conversations[sent.conversation].id, sent.turn, sent.session))
+                    row.update(export.turn_columns(talks.conversations[sent.conversation].id, sent))
                 log.write(row)
         log.end()
         report.spool.remove()
@@ -292,6 +295,7 @@ def run(
             report.summary.update(share.summary())
         if talked:
             report.summary["conversations"] = talked.summary()
+            report.summary["not_sent"] = talked.unsent()
         if client is not None:
             report.summary["client"] = client
         if server is not None:

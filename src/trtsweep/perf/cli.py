@@ -489,6 +489,11 @@ def main(argv: list[str] | None = None) -> int:
             causes = ", ".join(f"{n} {cause}" for cause, n in sorted(abandoned.items()))
             print(f"llm-perf: {report.level.label}: {sum(abandoned.values())} requests abandoned ({causes}),"
                   " each cancelled on the wire (gRPC cancel / closed HTTP stream)", file=sys.stderr)  # fmt: skip
+        unsent = summary.get("not_sent") or {}
+        if unsent:
+            causes = ", ".join(f"{n} after a {cause}" for cause, n in sorted(unsent.items()))
+            print(f"llm-perf: {report.level.label}: {sum(unsent.values())} turns not sent ({causes}): an earlier turn"
+                  " of their conversation failed; counted as failed requests", file=sys.stderr)  # fmt: skip
         records = summary.get("accuracy_records", {})
         if records.get("empty_reference") or records.get("scorer_failed"):
             print(f"llm-perf: {report.level.label}: accuracy over {records.get('scored', 0)} requests; left out:"

@@ -14,7 +14,9 @@ A conversation's turns are sent in order, one at a time: turn k+1 is sent only a
 think time after it, drawn per conversation from a seeded normal distribution clipped at 0). Each turn's request
 carries the history: the system message, every earlier turn's user message and answer (`history`: "served", the
 server's own answer; "recorded", the turn's reference), then its own user message. A failed turn ends its
-conversation (the rest is not sent). A closed-loop level of concurrency C keeps C conversations in flight.
+conversation: each turn after it is not sent, and is recorded as a failed request of error class `not_sent` (its
+cause: the failed turn's error class), so the level's requests, failures and success rate count what its load would
+have sent. A closed-loop level of concurrency C keeps C conversations in flight.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +37,7 @@ from trtsweep.perf.runner import Claim, Level, StallWatch, attempt, counter, req
 from trtsweep.perf.stats import summarize
 
 HISTORIES = ("served", "recorded")
+NOT_SENT = "not_sent"  # the error class of a turn not sent because an earlier turn of its conversation failed
 
 Messages = list[dict[str, str]]
 
@@ -165,20 +169,23 @@ def turn_records(conversations: Sequence[Conversation]) -> list[Record]:
 
 
 class SentTurn(NamedTuple):
-    """A turn as sent in the level: its conversation's run in the level (`session`), which conversation and turn,
-    and its request (the prompt where it was rendered to send it)."""
+    """A turn of the level: its conversation's run in the level (`session`), which conversation and turn, and its
+    request (the prompt where it was rendered to send it); a turn not sent has none, and its cause (`not_sent`: the
+    error class of the failed turn that ended its conversation)."""
 
     session: int
     conversation: int
     turn: int
     prompt: str | None
     messages: Messages
+    not_sent: str | None = None
 
 
 class ConversationRun:
     """Sends conversations level by level. `budgets`: each turn's output budget (by flat index); `render`: the chat
     template (None without a tokenizer); `chat`: the endpoint takes the message list (OpenAI chat), else the
-    rendered prompt is sent. The turns sent in the current level are kept (`sent`, by seq) for its processing."""
+    rendered prompt is sent. The turns of the current level, sent or not, are kept (`sent`, by seq) for its
+    processing."""
 
     def __init__(self, conversations: Sequence[Conversation], budgets: Sequence[int], spec: ConversationSpec,
                  seed: int, render: Callable[[Messages], str] | None, chat: bool) -> None:  # fmt: skip
@@ -223,6 +230,22 @@ class ConversationRun:
         """Wait a think time."""
         await asyncio.sleep(seconds)
 
+    def number(self, turn: SentTurn) -> int:
+        """The next sequence number of the level, for `turn`."""
+        seq, self.next_seq = self.next_seq, self.next_seq + 1
+        self.sent[seq] = turn
+        return seq
+
+    def unsent(self, conv: Conversation, session: int, failed: RequestResult,
+               sink: Callable[[RequestResult], None]) -> None:  # fmt: skip
+        """Every turn after the failed one, each to `sink` as a request that failed without being sent (error class
+        NOT_SENT), its cause the failed turn's error class."""
+        cause, turn = str(failed.error_class), self.sent[failed.seq].turn
+        for k in range(turn + 1, len(conv.turns)):
+            seq = self.number(SentTurn(session, conv.index, k, None, [], cause))
+            error = f"not sent: turn {turn} of its conversation failed ({cause})"
+            sink(RequestResult(seq, conv.first + k, failed.warmup, error=error, error_class=NOT_SENT))
+
     async def conversation(self, protocol: Protocol, session: int, warmup: bool, watch: StallWatch | None,
                            sink: Callable[[RequestResult], None]) -> None:  # fmt: skip
         """Run one conversation, turn after turn, each sent once the answer before it ended (and the think time)."""
@@ -237,11 +260,11 @@ class ConversationRun:
             messages = self.messages(conv, k, answers)
             prompt = None if self.chat else self.rendered.get(index) or (self.render and self.render(messages))
             request = PreparedRequest(index, prompt or "", self.budgets[index], messages)
-            seq, self.next_seq = self.next_seq, self.next_seq + 1
-            self.sent[seq] = SentTurn(session, conv.index, k, prompt, messages)
+            seq = self.number(SentTurn(session, conv.index, k, prompt, messages))
             result = RequestResult(seq=seq, record_index=index, warmup=warmup)
             await attempt(protocol, request, result, watch, sink)
             if not result.ok:
+                self.unsent(conv, session, result, sink)
                 return
             answers.append(result.text if self.spec.history == "served" else turn.reference or "")
 
@@ -279,17 +302,21 @@ class ConversationRun:
 
 
 class ConversationStats:
-    """Per conversation of a level (measured ones): its turns, whether every turn succeeded, and its total time
-    (first turn sent -> last turn's answer ended, think times included)."""
+    """Per conversation of a level (measured ones): its turns sent, whether every turn succeeded, and its total time
+    (first turn sent -> last turn's answer ended, think times included); and the level's turns not sent, by cause."""
 
     def __init__(self, turns_of: Callable[[int], int]) -> None:
         self.turns_of = turns_of  # conversation index -> its turns
         self.sessions: dict[int, list[int]] = {}  # session -> [conversation, turns ok, turns failed, first, last]
+        self.not_sent: Counter[str] = Counter()
 
     def add(self, result: RequestResult, sent: SentTurn) -> None:
         if result.warmup:
             return
         s = self.sessions.setdefault(sent.session, [sent.conversation, 0, 0, 0, 0])
+        if sent.not_sent is not None:
+            self.not_sent[sent.not_sent] += 1
+            return
         s[1 if result.ok else 2] += 1
         if result.sent_ns and (not s[3] or result.sent_ns < s[3]):
             s[3] = result.sent_ns
@@ -306,3 +333,8 @@ class ConversationStats:
             "turns_sent": turns.as_dict(1.0) if turns else None,
             "total_time_ms": total.as_dict(1000.0) if total else None,
         }
+
+    def unsent(self) -> dict[str, int]:
+        """The level's turns not sent (each counted as a failed request), by the error class of the failed turn
+        that ended their conversation."""
+        return dict(self.not_sent)

@@ -29,6 +29,7 @@ import numpy as np
 from trtsweep.common.fileio import atomic_write_text, atomic_writer
 
 if TYPE_CHECKING:
+    from trtsweep.perf.conversations import SentTurn
     from trtsweep.perf.dataset import Record
     from trtsweep.perf.levels import BenchmarkConfig, LevelReport
     from trtsweep.perf.metrics import RequestMetrics
@@ -170,10 +171,18 @@ def request_row(level: int, result: RequestResult, m: RequestMetrics, max_tokens
     return row
 
 
-def turn_columns(conversation: str, turn: int, session: int) -> dict[str, Any]:
-    """A conversation turn's columns of its request row: the conversation's id, the turn (0-based) and the
-    conversation's run in the level (`session`: one per conversation started, warm-up included)."""
-    return {"conversation": conversation, "turn": turn, "session": session}
+def turn_columns(conversation: str, turn: SentTurn) -> dict[str, Any]:
+    """A conversation turn's columns of its request row: the conversation's id, the turn (0-based), the
+    conversation's run in the level (`session`: one per conversation started, warm-up included) and, for a turn not
+    sent, why (`not_sent`: the error class of the failed turn that ended its conversation; None for a turn sent) and
+    no send time."""
+    out: dict[str, Any] = {
+        "conversation": conversation,
+        "turn": turn.turn,
+        "session": turn.session,
+        "not_sent": turn.not_sent,
+    }
+    return out if turn.not_sent is None else {**out, "sent_ms": None}
 
 
 def _finite(value: Any) -> Any:
