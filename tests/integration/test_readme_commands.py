@@ -25,6 +25,8 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
+from tests.integration.report_browser import check_report_page
+from trtsweep.common.paths import cache_dir
 
 # every command the README shows -> how it is checked here ("run": this file runs it as written; else why not)
 COMMANDS = {
@@ -113,9 +115,35 @@ def test_trtsweep_plan_of_the_sizing_sweep_as_written(tmp_path):
     assert not (checkout / "results").exists()
 
 
+def point_files(results: Path, point: str) -> None:
+    """A measured point of the embedded sweep: its records, its stages, its levels and every request recorded."""
+    files = {p.name for p in (results / point).iterdir()}
+    assert {"llm_perf.json", "llm_perf.csv", "llm_perf.summary.json", "point.json", "triton_server.log",
+            "status.json"} <= files  # fmt: skip
+    record = json.loads((results / point / "status.json").read_text())
+    assert record["status"] == "ok" and record["host"] == "localhost" and record["stage"] == "benchmark"
+    assert set(record["stages"]) == {"preflight", "download", "quantize", "build", "repository", "serve", "benchmark"}
+    summary = json.loads((results / point / "llm_perf.summary.json").read_text())
+    assert [lvl["concurrency"] for lvl in summary["levels"]] == [1, 2, 4]
+    for level in summary["levels"]:
+        s = level["summary"]
+        assert s["failed"] == 0 and s["succeeded"] == 16
+        assert s["ttft_ms"]["p50"] > 0 and s["output_token_throughput"] > 0 and s["input_token_throughput"] > 0
+        assert 0.0 <= s["accuracy"]["rougeL"] <= 1.0
+        assert s["server_metrics"]["per_model"]["ensemble"]["requests"] >= 16
+    profile = json.loads((results / point / "llm_perf.json").read_text())
+    assert len(profile["levels"][0]["requests"]) == 17  # 16 measured + 1 warm-up, every one recorded
+
+
+def run_ids(results: Path, points: list[str]) -> dict[str, str]:
+    return {p: json.loads((results / p / "status.json").read_text())["run_id"] for p in points}
+
+
 @pytest.mark.e2e
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(2400)  # the embedded sweep, its resume, and one point forced again, on 2 CPU cores
 def test_make_sweep_as_written_on_a_clean_copy_measures_every_point_into_results(tmp_path):
+    """The README's first command end to end: the embedded sweep's answer, records, report page and resume (this is
+    the suite's one full run of the embedded sweep)."""
     checkout = clean_copy(tmp_path / "checkout")
     before = tree(checkout)
     done = run(["make", "sweep"], checkout, 1700)
@@ -134,3 +162,31 @@ def test_make_sweep_as_written_on_a_clean_copy_measures_every_point_into_results
     assert tree(checkout) == before, sorted(set(tree(checkout)) ^ set(before))
     # a grid sweep runs no search-round play and prints nothing that did not run
     assert "skipping" not in out and "search" not in out.lower().replace("research", ""), out[-3000:]
+    # the answer under the embedded sweep's SLOs: int8 is faster here but far less accurate than float32
+    fp32, int8 = (f"smollm2-135m_{p}_tp1pp1_bs4_isl1024osl128_stream" for p in ("float32", "int8"))
+    assert f"best under the SLOs: {fp32}" in out and f"{int8}: misses rougeL" in out, out[-4000:]
+    assert f"report: {results / 'report.html'}" in out
+    report = (results / "report.md").read_text()
+    assert f"best under the SLOs: {fp32}" in report and (results / "report.csv").is_file()
+    print(f"report screenshot: {check_report_page(results, tmp_path)}")
+    for point in (fp32, int8):  # the embedded sweep compares precisions
+        point_files(results, point)
+    first = run_ids(results, [fp32, int8])
+
+    # again: every point complete with the same settings, nothing runs again
+    resumed = run(["make", "sweep"], checkout, 600)
+    assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-4000:]
+    assert "kept (complete from an earlier run with the same settings)" in resumed.stdout
+    assert run_ids(results, [fp32, int8]) == first
+
+    # one point forced: it runs again on what the first run made (the repository as it is), the other is left alone
+    repository = cache_dir() / "work" / name / fp32 / "triton_repo"  # the default work directory
+    made = {f: f.stat().st_mtime_ns for f in repository.rglob("*") if f.is_file()}
+    assert made, repository
+    forced = run(["ansible-playbook", "sweep.yml", "-e", "trtsweep_force=true", "-e", f"trtsweep_only={fp32}"],
+                 checkout, 1200)  # fmt: skip
+    assert forced.returncode == 0, (forced.stdout + forced.stderr)[-4000:]
+    again = run_ids(results, [fp32, int8])
+    assert again[int8] == first[int8] and again[fp32] != first[fp32]
+    point_files(results, fp32)
+    assert {f: f.stat().st_mtime_ns for f in repository.rglob("*") if f.is_file()} == made, "repository rewritten"

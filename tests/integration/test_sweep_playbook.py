@@ -1,4 +1,6 @@
-"""`ansible-playbook sweep.yml` end to end on this machine, twice: the embedded default sweep."""
+"""`ansible-playbook sweep.yml` on this machine with a port taken, and the helpers other sweep tests run sweeps with.
+The embedded sweep's own run end to end (its answer, records, report page, resume and a forced point) is the
+README's `make sweep`: tests/integration/test_readme_commands.py."""
 
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ import ansible_runner
 import pytest
 
 from tests.conftest import ROOT, free_ports
-from tests.integration.report_browser import check_report_page
 
 LANE_TASKS = ("The host's lanes start", "The host's points are collected")
 
@@ -55,56 +56,6 @@ def task_changes(runner: ansible_runner.Runner) -> dict[str, bool]:
             name = data["task"]
             out[name] = out.get(name, False) or bool(data["res"].get("changed"))
     return out
-
-
-@pytest.mark.e2e
-@pytest.mark.timeout(2400)  # the embedded sweep twice (plus a resume) on 2 CPU cores
-def test_embedded_sweep_runs_end_to_end_and_reruns_without_changes(tmp_path):
-    first = run_ok(tmp_path)
-    results = tmp_path / "results" / "smollm2-cpu-demo"
-    # the answer under the embedded sweep's SLOs: int8 is faster here but far less accurate than float32
-    text = stdout(first)
-    assert "best under the SLOs: smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream" in text, text[-4000:]
-    assert "smollm2-135m_int8_tp1pp1_bs4_isl1024osl128_stream: misses rougeL" in text
-    assert f"report: {results / 'report.html'}" in text
-    print(f"report screenshot: {check_report_page(results, tmp_path)}")
-    for precision in ("float32", "int8"):  # the embedded sweep compares precisions
-        point = f"smollm2-135m_{precision}_tp1pp1_bs4_isl1024osl128_stream"
-        files = {p.name for p in (results / point).iterdir()}
-        assert {"llm_perf.json", "llm_perf.csv", "llm_perf.summary.json", "point.json", "triton_server.log",
-                "status.json"} <= files  # fmt: skip
-        record = json.loads((results / point / "status.json").read_text())
-        assert record["status"] == "ok" and record["host"] == "localhost" and record["stage"] == "benchmark"
-        assert set(record["stages"]) == {"preflight", "download", "quantize", "build", "repository", "serve",
-                                         "benchmark"}  # fmt: skip
-        summary = json.loads((results / point / "llm_perf.summary.json").read_text())
-        assert [lvl["concurrency"] for lvl in summary["levels"]] == [1, 2, 4]
-        for level in summary["levels"]:
-            s = level["summary"]
-            assert s["failed"] == 0 and s["succeeded"] == 16
-            assert s["ttft_ms"]["p50"] > 0 and s["output_token_throughput"] > 0 and s["input_token_throughput"] > 0
-            assert 0.0 <= s["accuracy"]["rougeL"] <= 1.0
-            assert s["server_metrics"]["per_model"]["ensemble"]["requests"] >= 16
-        profile = json.loads((results / point / "llm_perf.json").read_text())
-        assert len(profile["levels"][0]["requests"]) == 17  # 16 measured + 1 warm-up, every one recorded
-    assert list((tmp_path / "work").rglob("triton_server.json")) == []  # every server stopped
-    report = (results / "report.md").read_text()
-    assert "smollm2-135m_int8" in report and "smollm2-135m_float32" in report
-    assert (results / "report.csv").is_file()
-
-    resumed = run_ok(tmp_path)  # every point complete with the same settings: nothing runs again
-    assert "kept (complete from an earlier run with the same settings)" in stdout(resumed)
-    assert not any(name.startswith(LANE_TASKS) for name in task_changes(resumed))  # no lane started
-    assert json.loads((results / point / "status.json").read_text())["run_id"] == record["run_id"]
-
-    # forced: every point runs again, on what the first run made (the demo model and the repository as they are)
-    repository = tmp_path / "work" / "smollm2-cpu-demo" / point / "triton_repo"
-    before = {f: f.stat().st_mtime_ns for f in repository.rglob("*") if f.is_file()}
-    second = run_ok(tmp_path, trtsweep_force=True)
-    assert {f: f.stat().st_mtime_ns for f in repository.rglob("*") if f.is_file()} == before, "repository rewritten"
-    assert json.loads((results / point / "status.json").read_text())["run_id"] != record["run_id"]
-    assert all(task_changes(second)[name] for name in task_changes(second) if name.startswith(LANE_TASKS))
-    assert second.stats["failures"] == {}
 
 
 @pytest.mark.e2e
