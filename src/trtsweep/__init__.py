@@ -4,8 +4,4 @@ The package follows the pipeline: sweep (the plan) -> fleet (hosts, lanes, recor
 toolchain (quantize, convert, build) -> triton (repository) -> serve -> perf (benchmark) -> report -> handoff.
 """
 
-from trtsweep import _moved
-
 __version__ = "0.1.0"
-
-_moved.install()

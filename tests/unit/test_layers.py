@@ -5,14 +5,16 @@ cycle. Imports inside functions count: a lazy import is still a dependency."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import trtsweep
 
 ROOT = Path(trtsweep.__file__).parent
 # modules at the root that stages may use without declaring them, and the modules that may use every stage
-BASE = {"trtsweep", "trtsweep.errors", "trtsweep._moved"}
-TOP = {"trtsweep.cli", "trtsweep._moved"}
+BASE = {"trtsweep", "trtsweep.errors"}
+TOP = {"trtsweep.cli"}
 
 
 def module_name(path: Path) -> str:
@@ -121,3 +123,19 @@ def test_there_is_no_import_cycle():
         if node not in state:
             visit(node)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_importing_the_package_hooks_no_import_and_module_paths_are_where_the_modules_are():
+    """The CLI and llm-perf are the interfaces, not module paths: importing trtsweep adds no finder to the import
+    system, a path from before the package was grouped by stage (trtsweep.planning) is not a module, and a stage
+    package forwards no name of another module."""
+    code = (
+        "import importlib.util, sys\n"
+        "finders = list(sys.meta_path)\n"
+        "import trtsweep, trtsweep.fleet, trtsweep.handoff, trtsweep.report\n"
+        "assert sys.meta_path == finders, sys.meta_path\n"
+        "assert importlib.util.find_spec('trtsweep.planning') is None\n"
+        "assert not any(hasattr(p, '__getattr__') for p in (trtsweep.fleet, trtsweep.handoff, trtsweep.report))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

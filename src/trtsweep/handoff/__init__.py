@@ -9,13 +9,3 @@ and render_repository.py shipped from there as it is).
 May import: trtsweep.errors, trtsweep.common, trtsweep.toolchain, trtsweep.serve, trtsweep.perf, trtsweep.sweep,
 trtsweep.report.
 """
-
-from typing import Any
-
-
-def __getattr__(name: str) -> Any:
-    """Names of the old `trtsweep.handoff` module (now `trtsweep.handoff.bundle`),
-    for scripts written before the move."""
-    from trtsweep._moved import forward
-
-    return forward(__name__, "bundle", name)
