@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.test_perf_search import zero_server
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet import hostfacts
-from trtsweep.perf import telemetry
+from trtsweep.perf import benchmark, cli, telemetry
 from trtsweep.report import page, results_table, verdict
 from trtsweep.report.answer import Answer
 from trtsweep.report.results_table import telemetry_columns
@@ -120,3 +121,40 @@ def test_the_page_shows_what_the_gpus_did_beside_throughput_and_nothing_for_a_cp
     assert headings[at + 1 : at + 5] == ["GPU util %", "GPU W", "GPU MiB peak", "out tok/J"]
     assert f'data-value="{results_table.cell(gpu_rows[0]["out_tok_per_joule"])}"' in shown
     assert "GPU W" not in html(cpu_rows)
+
+
+def run_llm_perf(tmp_path: Path, url: str) -> dict:
+    data = tmp_path / "p.jsonl"
+    data.write_text(json.dumps({"input": "hi", "output": "hello"}) + "\n")
+    rc = cli.main(["-u", url, "-i", "openai", "--endpoint", "completions", "-m", "zero", "--input-data", str(data),
+                   "--max-tokens", "6", "--profile-export-file", str(tmp_path / "perf.json"), "--num-requests", "8",
+                   "--concurrency", "1,2", "--gpu-telemetry", "0,1", "--gpu-telemetry-interval", "0.02"])  # fmt: skip
+    assert rc == 0
+    return json.loads((tmp_path / "perf.summary.json").read_text())
+
+
+def test_llm_perf_samples_the_gpus_it_is_given_during_each_level(tmp_path, monkeypatch):
+    """NVML replayed from the real host's recording (this machine has no GPU): each level gets its own samples."""
+    _, samples = recorded()
+    replay = iter([per_gpu[:2] for _, per_gpu in samples] * 100)
+    made = []
+
+    def sampler(gpus: list[int], interval_s: float) -> tuple[telemetry.Sampler, None]:
+        made.append((gpus, interval_s))
+        return telemetry.Sampler(gpus, ["NVIDIA H100 80GB HBM3"] * 2, lambda: next(replay), interval_s), None
+
+    monkeypatch.setattr(benchmark, "nvml_sampler", sampler)
+    with zero_server(slots=4, first_ms=50, gap_ms=10) as url:
+        summary = run_llm_perf(tmp_path, url)
+    assert made == [([0, 1], 0.02)]
+    levels = [level["summary"]["gpu_telemetry"] for level in summary["levels"]]
+    assert len(levels) == 2 and all(lv["gpus"] == [0, 1] and lv["samples"] >= 3 for lv in levels)
+    assert all(lv["power_w"] > 0 and lv["energy_j"] is not None for lv in levels)
+
+
+def test_without_nvml_llm_perf_says_so_once_and_measures_on(tmp_path, capsys):
+    with zero_server(slots=4, first_ms=50, gap_ms=10) as url:
+        summary = run_llm_perf(tmp_path, url)
+    assert capsys.readouterr().err.count("llm-perf: no GPU telemetry: no NVML") == 1
+    assert all("gpu_telemetry" not in level["summary"] for level in summary["levels"])
+    assert all(level["summary"]["succeeded"] == 8 for level in summary["levels"])

@@ -83,6 +83,8 @@ def command(params: dict[str, Any]) -> list[str]:
     for option, flag in FLAGS.items():
         if params.get(option) is not None:
             argv += [flag, str(params[option])]
+    if params.get("gpu_telemetry"):  # the point's GPUs, sampled through NVML during each level
+        argv += ["--gpu-telemetry", ",".join(str(g) for g in params["gpu_telemetry"])]
     if params.get("shared_prefix"):
         prefix = params["shared_prefix"]
         argv += ["--shared-prefix-count", str(prefix["count"]), "--shared-prefix-tokens", str(prefix["tokens"])]

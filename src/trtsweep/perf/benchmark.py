@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from trtsweep.perf.protocols.base import PreparedRequest, RequestResult
 from trtsweep.perf.runner import ClientHealth, Level, describe, request_order, run_level
 from trtsweep.perf.search import EarlyStop, Search
 from trtsweep.perf.spool import RequestLog, Spool
+from trtsweep.perf.telemetry import Sampler, nvml_sampler
 from trtsweep.perf.workers import Outcome, Pool, cores, level_workers, outcome
 from trtsweep.perf.workloads import load_trace, trace_order, trace_records, with_shared_prefix
 
@@ -198,6 +200,16 @@ class PrefixShare:
         return {"prefix_tokens_total": self.prefix, "prefix_share": self.prefix / self.input if self.input else None}
 
 
+def gpu_sampler(config: BenchmarkConfig) -> Sampler | None:
+    """The sampler of --gpu-telemetry's GPUs (None without any; without NVML it says so once and measures on)."""
+    if not config.gpu_telemetry:
+        return None
+    sampler, why = nvml_sampler(config.gpu_telemetry, config.gpu_telemetry_interval_s)
+    if sampler is None:
+        print(f"llm-perf: no GPU telemetry: {why}", file=sys.stderr, flush=True)
+    return sampler
+
+
 def run(
     config: BenchmarkConfig,
     on_level: Callable[[LevelReport], None] | None = None,
@@ -255,6 +267,7 @@ def run(
         server: dict[str, Any] | None = None,
         identity: IdentityCheck | None = None,
         early: EarlyStop | None = None,
+        gpu: dict[str, Any] | None = None,
     ) -> None:
         """One pass over the level's spool: per-request metrics and scores into the summary's compact arrays
         and the request log; a search level (`early`: its early stop) becomes the search's next step; then the
@@ -300,6 +313,8 @@ def run(
             report.summary["client"] = client
         if server is not None:
             report.summary["server_metrics"] = server
+        if gpu is not None:
+            report.summary["gpu_telemetry"] = gpu
         if identity is not None:
             report.summary["server_identity"] = identity.summary()
             if identity.error:
@@ -331,6 +346,7 @@ def run(
         session = aiohttp.ClientSession() if config.server_metrics_url else None
         pool = Pool(config.protocol, config.endpoint, requests, order)
         metrics: server_metrics.LevelMetrics | None = None  # the level before's: where its KV-cache counts ended
+        sampler = gpu_sampler(config)
         try:
             while (level := next_level()) is not None:
                 report = LevelReport(level, Spool(files["spool"]))
@@ -343,6 +359,8 @@ def run(
                 metrics = server_metrics.LevelMetrics(session, url, metrics) if session and url else None
                 if metrics:
                     await metrics.start()
+                if sampler:
+                    sampler.start()
                 early = EarlyStop(search.spec.slo, level.planned_requests) if search else None
                 stop = early.stopped if early else lambda: False
                 workers = 1 if talks else level_workers(level, config.workers, cores())
@@ -358,9 +376,10 @@ def run(
                 if metrics:  # a server may count a request a moment after its final response left
                     await asyncio.sleep(server_metrics.SETTLE_S)
                 server = await metrics.finish() if metrics else None
+                gpu = sampler.stop() if sampler else None
                 if identity:
                     await identity.check("after", level.label)
-                finish(report, health.summary(report.count), server, identity, early)
+                finish(report, health.summary(report.count), server, identity, early, gpu)
                 if identity and identity.error:  # the level's numbers are written, marked with the error
                     raise TrtsweepError(identity.error)
                 if on_level:

@@ -25,6 +25,7 @@ from trtsweep.perf.dataset import (
 from trtsweep.perf.protocols import Endpoint
 from trtsweep.perf.runner import Level
 from trtsweep.perf.search import VARIABLES, Search, SearchSpec, check_slo
+from trtsweep.perf.telemetry import parse_gpus
 from trtsweep.perf.workloads import DEFAULT_BLOCK_SIZE, FORMATS, TraceSpec
 
 
@@ -51,6 +52,14 @@ def count(minimum: int) -> Any:
         return value
 
     return parse
+
+
+def gpu_indices(text: str) -> list[int]:
+    """An argparse type: --gpu-telemetry's GPU indices."""
+    try:
+        return parse_gpus(text)
+    except TrtsweepError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--gpu-telemetry: ")) from exc
 
 
 def seconds(zero_allowed: bool) -> Any:
@@ -303,6 +312,14 @@ def parser() -> argparse.ArgumentParser:
         help="server metrics of each level: a Prometheus endpoint scraped before/after it, e.g. "
         "http://localhost:8002/metrics (Triton), or trtllm-serve's /metrics (JSON iteration stats, read during it)",
     )
+    p.add_argument(
+        "--gpu-telemetry", type=gpu_indices, default=[], metavar="GPUS",
+        help="GPUs of this host (nvidia-smi indices, e.g. 0,1) sampled through NVML during each level: utilization, "
+        "peak memory, power, energy, SM clock (the summary's gpu_telemetry; none without NVML, said once)",
+    )  # fmt: skip
+    p.add_argument(
+        "--gpu-telemetry-interval", type=seconds(False), default=0.5, metavar="S", help="seconds between GPU samples"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the request order")
     p.add_argument(
         "--workers", type=count(1), metavar="N",
@@ -442,6 +459,8 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
         export_file=args.profile_export_file,
         scorer=args.scorer,
         server_metrics_url=args.server_metrics_url,
+        gpu_telemetry=args.gpu_telemetry,
+        gpu_telemetry_interval_s=args.gpu_telemetry_interval,
         expect_server_id=args.expect_server_id,
         search=search_from_args(args),
         workers=args.workers,

@@ -39,6 +39,9 @@ class BenchmarkConfig:
     export_file: Path | None = None
     scorer: str | None = None
     server_metrics_url: str | None = None
+    # --gpu-telemetry: the GPUs (NVML indices) sampled during each level, every gpu_telemetry_interval_s
+    gpu_telemetry: list[int] = field(default_factory=list)
+    gpu_telemetry_interval_s: float = 0.5
     # synthetic prompts: their count and token lengths (distributions, or a prompts file's pairs)
     synthetic: SyntheticSpec | None = None
     # Triton protocols: the server id (`--id`) the server must report before and after every level
