@@ -74,11 +74,13 @@ def test_tokens_per_joule_and_a_cpu_point_has_empty_columns():
 def test_the_sampler_samples_from_its_thread_between_start_and_stop():
     _, samples = recorded()
     replay = iter(per_gpu[:1] for _, per_gpu in samples)
-    sampler = telemetry.Sampler([0], ["h100"], lambda: next(replay), interval_s=0.01)
+    asked = []
+    sampler = telemetry.Sampler([0], ["h100"], lambda energy: asked.append(energy) or next(replay), interval_s=0.01)
     sampler.start()
     time.sleep(0.2)
     level = sampler.stop()
     assert level["samples"] >= 5 and level["window_s"] > 0.1
+    assert asked[0] and asked[-1] and not any(asked[1:-1])  # the costly energy counter: first and last sample only
 
 
 def test_without_nvml_there_is_no_sampler_and_it_says_why():
@@ -141,7 +143,7 @@ def test_llm_perf_samples_the_gpus_it_is_given_during_each_level(tmp_path, monke
 
     def sampler(gpus: list[int], interval_s: float) -> tuple[telemetry.Sampler, None]:
         made.append((gpus, interval_s))
-        return telemetry.Sampler(gpus, ["NVIDIA H100 80GB HBM3"] * 2, lambda: next(replay), interval_s), None
+        return telemetry.Sampler(gpus, ["NVIDIA H100 80GB HBM3"] * 2, lambda _: next(replay), interval_s), None
 
     monkeypatch.setattr(benchmark, "nvml_sampler", sampler)
     with zero_server(slots=4, first_ms=50, gap_ms=10) as url:

@@ -10,7 +10,8 @@ The level's summary gains `gpu_telemetry`:
 - `memory_used_mb_peak`: the most memory any of the GPUs held at a sample (MiB);
 - `power_w`: the GPUs' power draw together, mean over the samples (W);
 - `energy_j`: the energy the GPUs used over the window (J): NVML's total-energy counter (mJ since the driver
-  loaded) at the last sample less at the first, where every GPU has one, else the mean power times the window;
+  loaded, read at the first and the last sample only) at the last less at the first, where every GPU has one, else
+  the mean power times the window;
 - `sm_clock_mhz`: the SM clock, mean over the samples and the GPUs.
 
 A value NVML does not give is None, never 0; without NVML (no driver: a CPU host) or without GPUs to sample there
@@ -32,9 +33,10 @@ from typing import Any
 from trtsweep.errors import TrtsweepError
 
 # One sample: per GPU, NVML's raw answers (None where NVML has none): gpu_util_pct, memory_used_bytes, power_mw,
-# energy_mj, sm_clock_mhz
+# energy_mj, sm_clock_mhz. A reader is asked for the energy counter at a level's first and last sample only: NVML
+# answers it in about 5 ms of CPU per GPU (measured on an H100, driver 580), the others in under 0.05 ms.
 Answers = dict[str, float | None]
-Reader = Callable[[], list[Answers]]
+Reader = Callable[[bool], list[Answers]]
 MIB = 2**20
 DEFAULT_INTERVAL_S = 0.5
 
@@ -104,12 +106,12 @@ class Sampler:
 
     def start(self) -> None:
         self.samples, self._stop = [], threading.Event()
-        self._sample()
+        self._sample(energy=True)
         self._thread = threading.Thread(target=self._loop, name="gpu-telemetry", daemon=True)
         self._thread.start()
 
-    def _sample(self) -> None:
-        self.samples.append((time.monotonic(), self.read()))
+    def _sample(self, energy: bool = False) -> None:
+        self.samples.append((time.monotonic(), self.read(energy)))
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -120,7 +122,7 @@ class Sampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self._sample()
+        self._sample(energy=True)
         return summarize(self.gpus, self.names, self.samples)
 
 
@@ -147,7 +149,7 @@ def nvml_sampler(gpus: list[int], interval_s: float = DEFAULT_INTERVAL_S) -> tup
         except pynvml.NVMLError:
             return None
 
-    def read() -> list[Answers]:
+    def read(energy: bool) -> list[Answers]:
         out = []
         for handle in handles:
             util = ask(pynvml.nvmlDeviceGetUtilizationRates, handle)
@@ -156,7 +158,7 @@ def nvml_sampler(gpus: list[int], interval_s: float = DEFAULT_INTERVAL_S) -> tup
                 "gpu_util_pct": util.gpu if util is not None else None,
                 "memory_used_bytes": memory.used if memory is not None else None,
                 "power_mw": ask(pynvml.nvmlDeviceGetPowerUsage, handle),
-                "energy_mj": ask(pynvml.nvmlDeviceGetTotalEnergyConsumption, handle),
+                "energy_mj": ask(pynvml.nvmlDeviceGetTotalEnergyConsumption, handle) if energy else None,
                 "sm_clock_mhz": ask(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM),
             })  # fmt: skip
         return out
