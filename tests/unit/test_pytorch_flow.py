@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from trtsweep.errors import TrtsweepError
+from trtsweep.perf import argv
 from trtsweep.report import page
 from trtsweep.serve import openai_server
 from trtsweep.serve.command import build_command
@@ -322,6 +323,8 @@ def test_the_lane_hands_trtllm_serve_its_point(tmp_path):
     perf = run.benchmark_params()
     assert perf["protocol"] == "openai" and perf["url"] == "127.0.0.1:8000" and perf["model"] == MADE["server_id"]
     assert perf["server_metrics_url"] == "http://127.0.0.1:8000/metrics"
+    # the point's GPUs are sampled during each level, on the host that runs it
+    assert perf["gpu_telemetry"] == run.p["gpus"] and "--gpu-telemetry" in argv.command(perf)
 
 
 def test_the_lane_starts_one_process_for_the_pytorch_flow_and_one_per_rank_for_the_engine_flow(tmp_path):

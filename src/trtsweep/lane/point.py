@@ -487,6 +487,8 @@ class PointRun(PointStages):
             "stall_timeout": b["stall_timeout"], "connect_timeout": b["connect_timeout"],
             "expect_server_id": self.made.server_id,
             "server_metrics_url": f"http://{self.address}:{ports['http'] if self.openai else ports['metrics']}/metrics",
+            # what the point's GPUs do during each level (NVML on this host; none on a CPU point)
+            "gpu_telemetry": list(self.p.get("gpus") or []) or None,
         }  # fmt: skip
 
     def _serve_and_benchmark(self) -> None:
