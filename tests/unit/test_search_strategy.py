@@ -10,8 +10,9 @@ import pytest
 
 from tests.doubles.queue_model import fleet, simulate
 from trtsweep.errors import TrtsweepError
+from trtsweep.search.costs import Basis, Size, point_s
 from trtsweep.search.rounds import round_point
-from trtsweep.search.strategy import Outcome, SearchSpec, Strategy, Task, answer, dominates
+from trtsweep.search.strategy import Outcome, SearchSpec, Strategy, Task, answer, dominates, spent_minutes
 
 LIMIT_MS, MAXIMUM, REQUESTS = 1000.0, 128, 400
 MEASURE = {"limit_ms": LIMIT_MS, "maximum": MAXIMUM, "requests": REQUESTS}
@@ -95,14 +96,114 @@ def test_predicted_measures_the_predicted_best_first_and_stops_on_the_margin():
     assert all("beats every remaining prediction by more than 10%" in d.why for d in drops)
 
 
-def test_a_spent_budget_starts_no_round():
-    configs = fleet(8, 1)
-    spec = SearchSpec(strategy="halving", budget_gpu_minutes=1.0)
-    history, drops = simulate(Strategy(spec, [c.name for c in configs]), configs, **MEASURE)
-    # the first round spends it: every configuration is dropped after it, those it would have kept for the budget
-    assert list(history) == [1] and sorted(d.config for d in drops) == sorted(c.name for c in configs)
-    budget = [d for d in drops if "of the budget's 1 GPU-minutes were spent" in d.why]
-    assert 1 <= len(budget) <= 4 and all(d.round == 1 for d in drops)
+SIZE = Size(gpus=1, requests=100, levels=4)
+BASIS = Basis(load_s=60.0, request_s=0.15, source="test")  # a full point: 60 + 4 x 100 x 0.15 = 120 GPU-seconds
+
+
+def done(config, number, tokens, fidelity=1.0, lost=False, hinted=False):
+    """An outcome that held its GPUs exactly as long as the budget priced it."""
+    gpu_s = point_s(SIZE, BASIS, fidelity, hinted)
+    cause = "lost at stage benchmark: host b unreachable" if lost else None
+    return Outcome(config=config, round=number, point=config, ok=not lost, lost=lost, tokens_per_gpu=None if lost
+                   else tokens, capacity_concurrency=4, failed_level=5, bound="tight", levels=3, gpu_s=gpu_s,
+                   fidelity=fidelity, cause=cause)  # fmt: skip
+
+
+def budgeted(strategy, names, minutes, predictions=None, batch=1, **spec):
+    spec = SearchSpec(strategy=strategy, budget_gpu_minutes=minutes, **spec)
+    return Strategy(spec, names, predictions, batch, dict.fromkeys(names, SIZE), BASIS)
+
+
+def test_the_budget_trims_the_first_round_and_the_grid_too():
+    names = [f"c{i}" for i in range(8)]
+    # grid: 8 full points of 2 GPU-minutes; 9 GPU-minutes buy the first 4 in the sweep's order
+    tasks, drops = budgeted("grid", names, 9.0).round(1, {})
+    assert [t.config for t in tasks] == names[:4] and [d.config for d in drops] == names[4:]
+    assert all(d.budget and d.round == 0 and "round 1 could measure 4 of its 8 configurations" in d.why
+               for d in drops)  # fmt: skip
+    # halving keeps what its later steps need: 8 screened (1.1 each), 4 (1.2, hinted), 2 finalists (1.75) need 17.2
+    halving = budgeted("halving", names, 9.0)
+    tasks, drops = halving.round(1, {})
+    assert len(tasks) < 8 and len(drops) == 8 - len(tasks) and all(d.budget for d in drops)
+    total = sum(halving.cost_s(t, {}) for t in tasks) + halving._after(1, tasks[0].fidelity, len(tasks),
+                                                                        [t.config for t in tasks], {})  # fmt: skip
+    assert total <= 9.0 * 60
+    assert budgeted("halving", names, 17.3).round(1, {})[1] == []  # enough for the whole schedule: nothing trimmed
+
+
+def test_a_search_never_spends_past_its_budget():
+    names = [f"c{i}" for i in range(8)]
+    for minutes in (3.0, 5.0, 8.0, 12.0):
+        for kind in ("grid", "halving", "predicted"):
+            strategy = budgeted(kind, names, minutes, {n: 100.0 - i for i, n in enumerate(names)}, batch=2)
+            history, number = {}, 1
+            while tasks := strategy.round(number, history)[0]:
+                history[number] = {t.config: done(t.config, number, 100.0 - names.index(t.config), t.fidelity,
+                                                  hinted=t.hint is not None) for t in tasks}  # fmt: skip
+                number += 1
+            assert 0 < spent_minutes(history) <= minutes, (kind, minutes, spent_minutes(history))
+
+
+def test_predicted_measures_its_best_predicted_first_within_the_budget():
+    names = ["u1", "u2", "p1", "p2", "p3"]
+    guesses = {"u1": None, "u2": None, "p1": 50.0, "p2": 90.0, "p3": 70.0}
+    # 5 GPU-minutes buy two full points: the predicted best first, then what AIConfigurator could not predict; p1
+    # waits for a later round, which the budget will decide
+    strategy = budgeted("predicted", names, 5.0, guesses, batch=2)
+    tasks, drops = strategy.round(1, {})
+    assert [t.config for t in tasks] == ["p2", "p3"]
+    assert {d.config for d in drops} == {"u1", "u2"} and all(d.budget for d in drops)
+    history = {1: {t.config: done(t.config, 1, 10.0) for t in tasks}}  # 4 GPU-minutes spent: p1 does not fit
+    tasks, drops = strategy.round(2, history)
+    assert tasks == [] and [d.config for d in drops] == ["p1"] and drops[0].budget
+
+
+def test_a_lost_point_is_measured_again_and_never_dropped_for_it():
+    names = ["a", "b", "c", "d"]
+    halving = Strategy(SearchSpec(strategy="halving", finalists=2, keep=0.5), names)
+    first = {"a": done("a", 1, 100.0, 0.125), "b": done("b", 1, 90.0, 0.125), "c": done("c", 1, None, 0.125, True),
+             "d": done("d", 1, 80.0, 0.125)}  # fmt: skip
+    tasks, drops = halving.round(2, {1: first})
+    # the step is not judged with c's host gone: c alone again, as it was to be measured
+    assert tasks == [Task("c", 0.125, None, again=True)] and drops == []
+    again = {"c": done("c", 2, 95.0, 0.125)}
+    tasks, drops = halving.round(3, {1: first, 2: again})
+    assert [t.config for t in tasks] == ["a", "c"] and {t.fidelity for t in tasks} == {1.0}  # the finalists
+    assert {d.config for d in drops} == {"b", "d"} and all(d.round == 2 and d.why.startswith("rank") for d in drops)
+    # grid and predicted: the lost configuration in the next round, again
+    grid = Strategy(SearchSpec(strategy="grid"), names)
+    assert grid.round(2, {1: {"a": done("a", 1, 1.0), "b": done("b", 1, None, lost=True)}})[0] == [
+        Task("b", 1.0, again=True)]  # fmt: skip
+    predicted = Strategy(SearchSpec(strategy="predicted", batch=1), names, {"a": 50.0, "b": 40.0, "c": 30.0,
+                                                                               "d": None})  # fmt: skip
+    lost = {1: {"a": done("a", 1, None, lost=True), "d": done("d", 1, None, lost=True)}}
+    assert predicted.round(2, lost)[0] == [Task("d", 1.0, again=True)]  # the unpredicted first, then the batch
+    lost[1]["d"] = done("d", 1, 10.0)
+    assert predicted.round(2, lost)[0] == [Task("a", 1.0, again=True)]
+
+
+def test_predicted_with_a_wrong_ranking_the_margin_decides_whether_the_best_is_found():
+    truth = {"a": 100.0, "b": 120.0, "c": 60.0}
+    guesses = {"a": 110.0, "b": 100.0, "c": 70.0}  # a predicted above b: the ranking is wrong
+
+    def search(margin):
+        strategy = Strategy(SearchSpec(strategy="predicted", margin=margin, batch=1), list(truth), guesses)
+        history, drops, number = {}, [], 1
+        while True:
+            tasks, dropped = strategy.round(number, history)
+            drops += dropped
+            if not tasks:
+                return history, drops
+            history[number] = {t.config: done(t.config, number, truth[t.config]) for t in tasks}
+            number += 1
+
+    # no margin: a's 100 equals b's prediction, the search stops on the wrong answer
+    history, drops = search(0.0)
+    assert answer(history).config == "a" and {d.config for d in drops} == {"b", "c"}
+    # 10%: 100 does not beat b's 100 by 10%, b is measured and is the best; c (70) is not measured
+    history, drops = search(0.1)
+    assert answer(history).config == "b" and [d.config for d in drops] == ["c"]
+    assert "beats every remaining prediction by more than 10%" in drops[0].why
 
 
 def test_predicted_needs_predictions_and_an_unknown_strategy_is_refused():
@@ -134,17 +235,16 @@ def test_every_search_key_reaches_the_rounds(tmp_path, monkeypatch):
     def with_(**over):
         return dataclasses.replace(base, **over)
 
-    def done(config, tokens, gpu_s=60.0):
+    def done(config, tokens):
         return Outcome(config=config, round=1, point=config, ok=True, tokens_per_gpu=tokens, capacity_concurrency=4,
-                       failed_level=5, bound="tight", levels=3, gpu_s=gpu_s, fidelity=1.0)  # fmt: skip
+                       failed_level=5, bound="tight", levels=3, gpu_s=60.0, fidelity=1.0)  # fmt: skip
 
-    screened = {1: {c: done(c, 100.0 - i) for i, c in enumerate(names)}}
     walked = {
         "strategy": Strategy(with_(strategy="grid"), names).round(1, {})[0][0].fidelity == 1.0,
         "keep": Strategy(with_(keep=0.25), names).survivors(2) == 2 != Strategy(base, names).survivors(2),
         "finalists": Strategy(with_(finalists=4), names).screening_rounds() == 1,
         "screening": Strategy(with_(screening=0.25), names).round(1, {})[0][0].fidelity == 0.25,
-        "budget_gpu_minutes": Strategy(with_(budget_gpu_minutes=1), names).round(2, screened)[0] == [],
+        "budget_gpu_minutes": Strategy(with_(budget_gpu_minutes=1), names).round(1, {})[0] == [],
         "margin": Strategy(with_(strategy="predicted", margin=2.0), names, dict.fromkeys(names, 50.0)).round(
             2, {1: {"c0": done("c0", 120.0)}})[0] != [],  # 120 does not beat 50 by 200%: go on
         "batch": len(Strategy(with_(strategy="predicted", batch=3), names, dict.fromkeys(names, 1.0)).round(1, {})[0])

@@ -65,20 +65,23 @@ def make_plan(
     every = [placement.host_from_facts(name, facts) for name, facts in hosts.items()]
     # a point no host of the inventory can take is a mistake in the sweep or the inventory: stop here
     placement.check_fit(grid, every)
-    healthy = [h for h in every if not hosts[h.name].get("problems")]
-    spec = SearchSpec.from_sweep(sweep.get("search"))
     if search_round > 1 and write:  # the round before ended: its unfinished points are lost, as at a run's end
         previous = read_json(results_dir / PLAN_FILE)
         if previous is not None and previous.get("run_id") == run_id:
-            status.close_run(results_dir, previous)
-    made, lanes = None, 1
-    if spec.strategy == "predicted":  # its rounds measure as many configurations as the fleet runs at once
-        made = predicted.predictions(grid, sweep["search"], sweep.get("slo"), hosts, results_dir, base)
-        fits = [p for p in grid if any(h.fits(p["resources"]) for h in healthy)]
-        lanes = len(placement.place(fits, healthy, mode)["lanes"]) if fits else 1
+            close_round(results_dir, previous)
+    hosts = without_gone(hosts, status.lost_reasons(results_dir, run_id) if run_id and search_round > 1 else {})
+    healthy = [h for h in every if not hosts[h.name].get("problems")]
+    spec = SearchSpec.from_sweep(sweep.get("search"))
     records = prompt_records(grid, base)
-    points, ledger = rounds.plan_round(grid, spec, search_round, results_dir, records,
-                                       predicted.scores(made) if made is not None else None, lanes, write)  # fmt: skip
+    key = rounds.record_key(grid, spec)
+    record = rounds.recorded(results_dir, key) or begin_search(grid, spec, key, records, results_dir, healthy, mode)
+    made = None
+    if record.strategy == "predicted":
+        made = predicted.predictions(grid, sweep["search"], sweep.get("slo"), hosts, results_dir, base)
+    searched = rounds.searching(grid)
+    points, ledger = rounds.plan_round(grid, spec, record, search_round, results_dir, records,
+                                       predicted.scores(made) if made is not None else None,
+                                       write and searched)  # fmt: skip
     to_run, kept, left_out = status.select(points, results_dir, force, only, status.commits_now(hosts))
     # prompts over a point's max_input_len fail the plan; deferred to the host without a tokenizer here
     prompt_checks = promptcheck.plan_checks(to_run, base)
@@ -111,10 +114,11 @@ def make_plan(
         "hosts": hosts,
         # the next round is planned while this one measured something; a grid sweep has one round
         "search": {
-            "strategy": spec.strategy,
+            "strategy": record.strategy,
             "round": search_round,
             "points": len(points),
-            "more": spec.strategy != "grid" and bool(points),
+            "more": searched and bool(points),
+            "chosen": record.why,
             "dropped": [d for d in ledger["dropped"] if d["round"] == search_round - 1],
             # before anything runs: what each strategy would spend
             "estimates": estimate.estimates(grid, spec, records, results_dir) if search_round == 1 else [],
@@ -128,6 +132,38 @@ def make_plan(
             status.finish(results_dir, point["id"], plan["run_id"], status="failed", stage="preflight",
                           cause=entry["cause"], finished_at=now())  # fmt: skip
     return plan
+
+
+def begin_search(grid: list[dict[str, Any]], spec: SearchSpec, key: str, records: int, results_dir: Path,
+                 healthy: list[placement.Host], mode: str) -> rounds.Record:  # fmt: skip
+    """What a search decides when it begins (rounds.Record): its strategy (auto's choice), the predicted strategy's
+    batch (the lanes of the hosts healthy now, unless the sweep gives one) and the cost basis of its budget."""
+    strategy, why = estimate.choose(grid, spec, records, results_dir)
+    lanes = 1
+    if strategy == "predicted" and spec.batch is None:  # as many configurations as the fleet runs at once
+        fits = [p for p in grid if any(h.fits(p["resources"]) for h in healthy)]
+        lanes = len(placement.place(fits, healthy, mode)["lanes"]) if fits else 1
+    return rounds.Record(key, strategy, why, spec.batch or lanes, estimate.basis(results_dir))
+
+
+def close_round(results_dir: Path, previous: dict[str, Any]) -> None:
+    """The end of a search's round (`previous`: its plan): its unfinished points are lost, as at a run's end
+    (status.close_run), and a lost point that had started gets in its record when it was lost (`finished_at`: when
+    its host was found unreachable, else now), so that what its GPUs held counts (rounds.held_s)."""
+    run_id = previous["run_id"]
+    unreachable_at = status.run_events(results_dir, run_id).get("unreachable_at", {})
+    for record in status.close_run(results_dir, previous):
+        if record["status"] == "lost" and record.get("started_at") and not record.get("finished_at"):
+            at = unreachable_at.get(record["host"])
+            when = dt.datetime.fromtimestamp(at, dt.timezone.utc).isoformat(timespec="seconds") if at else now()
+            status.write(results_dir, {**record, "finished_at": when})
+
+
+def without_gone(hosts: dict[str, dict[str, Any]], gone: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """`hosts` with a problem for each host this run lost (`gone`: host -> why, status.lost_reasons): a later round
+    of a search places nothing there."""
+    return {name: {**facts, "problems": [*facts.get("problems", []), f"gone earlier in this run: {gone[name]}"]}
+            if name in gone else facts for name, facts in hosts.items()}  # fmt: skip
 
 
 def earlier_runs(points: list[dict[str, Any]], results_dir: Path) -> list[dict[str, str]]:

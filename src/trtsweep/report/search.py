@@ -18,12 +18,12 @@ from trtsweep.search.strategy import Outcome, answer
 
 
 def _measured(outcome: Outcome) -> str:
+    if outcome.lost:
+        return f"{outcome.config}: lost with its host ({outcome.point}: {outcome.cause})"
     if not outcome.ok or outcome.tokens_per_gpu is None:
         return f"{outcome.config}: {outcome.evidence().split(': ', 1)[-1]}"
-    load = f"concurrency {outcome.capacity_concurrency:g}" if outcome.capacity_concurrency is not None else "-"
-    return (
-        f"{outcome.config}: {outcome.tokens_per_gpu:.1f} tok/s/GPU at {load} ({outcome.bound}, {outcome.levels} levels)"
-    )
+    return (f"{outcome.config}: {outcome.tokens_per_gpu:.1f} tok/s/GPU at {outcome.at()} ({outcome.bound}, "
+            f"{outcome.levels} levels)")  # fmt: skip
 
 
 def history(results_dir: Path, ledger: dict[str, Any]) -> dict[int, dict[str, Outcome]]:
@@ -36,6 +36,20 @@ def history(results_dir: Path, ledger: dict[str, Any]) -> dict[int, dict[str, Ou
             if (outcome := rounds.outcome(results_dir, point, number)) is not None:
                 out.setdefault(number, {})[task["config"]] = outcome
     return out
+
+
+def _when(number: int) -> str:
+    return f"after round {number}" if number else "before round 1"
+
+
+def _budget(ledger: dict[str, Any], spent: float) -> list[str]:
+    """What the budget left unmeasured (nothing without a budget)."""
+    budget = (ledger.get("spec") or {}).get("budget_gpu_minutes")
+    if budget is None:
+        return []
+    left = [d["config"] for d in ledger.get("dropped", []) if d.get("budget")]
+    said = f"left unmeasured: {', '.join(left)}" if left else "it left no configuration unmeasured"
+    return [f"budget: {budget:g} GPU-minutes, {spent:.1f} spent; {said}"]
 
 
 def _error(predicted: float | None, measured: float | None) -> str:
@@ -52,18 +66,19 @@ def lines(results_dir: Path) -> list[str]:
     measured = history(results_dir, ledger)
     points = sum(len(r) for r in measured.values())
     spent = sum(o.gpu_s for r in measured.values() for o in r.values()) / 60.0
-    full = [o for r in measured.values() for o in r.values() if o.fidelity >= 1]
+    full = [o for r in measured.values() for o in r.values() if o.fidelity >= 1 and not o.lost]
     head = (f"search {ledger['strategy']}: {len(ledger['configs'])} configurations, {len(measured)} rounds, "
             f"{points} points measured, {spent:.1f} GPU-minutes")  # fmt: skip
     if full:
         grid = len(ledger["configs"]) * sum(o.gpu_s for o in full) / len(full) / 60.0
         head += f" (the grid, every configuration at the full benchmark: about {grid:.1f})"
-    out = [head]
+    out = [head, *([ledger["chosen"]] if ledger.get("chosen") else [])]
     for number, outcomes in sorted(measured.items()):
         fidelity = next(iter(outcomes.values())).fidelity
         kind = f"screening, {fidelity:.0%} of the requests per level" if fidelity < 1 else "full benchmark"
         out.append(f"round {number} ({kind}): " + "; ".join(_measured(o) for o in outcomes.values()))
-    out += [f"dropped after round {d['round']}: {d['config']}: {d['why']}" for d in ledger.get("dropped", [])]
+    out += [f"dropped {_when(d['round'])}: {d['config']}: {d['why']}" for d in ledger.get("dropped", [])]
+    out += _budget(ledger, spent)
     best = answer(measured)
     out.append(f"answer: {_measured(best)}" if best else "answer: none (no configuration met the SLOs at the full "
                "benchmark)")  # fmt: skip

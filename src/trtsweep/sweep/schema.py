@@ -434,12 +434,14 @@ class Slo(_Strict):
 
 class Search(_Strict):
     """How the configurations (the matrix's points) are measured: each at the full benchmark (grid), by successive
-    halving, or in AIConfigurator's predicted order (trtsweep.search.strategy). halving and predicted rank
-    configurations by their capacity: they need benchmark.load."""
+    halving, or in AIConfigurator's predicted order (trtsweep.search.strategy); auto (the default) takes the
+    cheaper estimate of grid and halving. halving, predicted and a budget rank configurations by their capacity:
+    they need benchmark.load (without it, auto is grid)."""
 
-    strategy: Literal["grid", "halving", "predicted"] = Field(
-        "grid", description="grid: every configuration | halving: short screening rounds drop the worse half | "
-        "predicted: AIConfigurator's best first, until the measured best beats every remaining prediction",
+    strategy: Literal["auto", "grid", "halving", "predicted"] = Field(
+        "auto", description="auto: the cheaper estimate of grid and halving, saying why | grid: every configuration "
+        "| halving: short screening rounds drop the worse half | predicted: AIConfigurator's best first, until the "
+        "measured best beats every remaining prediction",
     )  # fmt: skip
     keep: float = Field(0.5, gt=0, lt=1, description="halving: the fraction of configurations a screening round keeps")
     finalists: PositiveInt = Field(
@@ -455,8 +457,10 @@ class Search(_Strict):
         None, description="predicted: configurations measured per round (null: as many as the fleet runs at once)"
     )
     budget_gpu_minutes: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="no round starts once this many GPU-minutes are spent (null: none)"
-    )
+        None, gt=0, allow_inf_nan=False,
+        description="a ceiling on the whole search: each round, the first included, is trimmed to what is left of it, "
+        "the best predicted or screened configurations first (null: none)",
+    )  # fmt: skip
     model_dirs: dict[str, PathText] | None = Field(
         None,
         description="predicted: model name -> a directory on the controller holding its config.json (default: "
@@ -476,10 +480,12 @@ TRTLLM_REQUIRED = {
 }
 
 
-SEARCH_NEEDS_LOAD = {  # a search that ranks configurations ranks them by their capacity
+SEARCH_NEEDS_LOAD = {  # a search that ranks configurations (or is bounded by a budget) ranks them by their capacity
     "if": {
-        "properties": {"search": {"properties": {"strategy": {"enum": ["halving", "predicted"]}},
-                                  "required": ["strategy"]}},
+        "properties": {"search": {"type": "object", "anyOf": [
+            {"properties": {"strategy": {"enum": ["halving", "predicted"]}}, "required": ["strategy"]},
+            {"properties": {"budget_gpu_minutes": {"type": "number"}}, "required": ["budget_gpu_minutes"]},
+        ]}},
         "required": ["search"],
     },
     "then": {"properties": {"benchmark": {"required": ["load"]}}},
@@ -540,9 +546,12 @@ class Sweep(_Strict):
 
     @model_validator(mode="after")
     def _load_needs_limits(self) -> Sweep:
-        if self.search is not None and self.search.strategy != "grid" and self.benchmark.load is None:
+        if self.search is not None and self.search.strategy in ("halving", "predicted") and self.benchmark.load is None:
             raise _At(("search", "strategy"), f"{self.search.strategy} ranks configurations by their capacity under "
                       "the SLOs: give benchmark.load (a capacity search)")  # fmt: skip
+        if self.search is not None and self.search.budget_gpu_minutes is not None and self.benchmark.load is None:
+            raise _At(("search", "budget_gpu_minutes"), "a budget bounds a search over configurations ranked by their "
+                      "capacity: give benchmark.load (a capacity search)")  # fmt: skip
         limits = [key for key in SEARCH_LIMITS if self.slo is not None and getattr(self.slo, key) is not None]
         if self.benchmark.load is not None and not limits:
             raise _At(("slo",), f"benchmark.load searches for the highest load within the SLOs: give at least one of "
