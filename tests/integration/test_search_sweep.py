@@ -31,9 +31,20 @@ def test_a_halving_search_screens_both_measures_the_better_and_answers_from_it(t
     runner = run_ok(tmp_path, trtsweep_sweep=SWEEP)
     results = tmp_path / "results" / SWEEP["name"]
     ledger = json.loads((results / "search.json").read_text())
-    first = {o["config"]: o for o in ledger["rounds"][0]["outcomes"]}
     assert [t["point"] for t in ledger["rounds"][0]["tasks"]] == [f"{F32}_s1", f"{INT8}_s1"]
-    better, worse = sorted(first, key=lambda c: -first[c]["tokens_per_gpu"])
+    # the search's evidence is what its points measured: each outcome against the point's own summary and record
+    measured, held = {}, 0.0
+    for outcome in [o for r in ledger["rounds"] for o in r.get("outcomes", [])]:
+        summary = json.loads((results / outcome["point"] / "llm_perf.summary.json").read_text())
+        record = json.loads((results / outcome["point"] / "status.json").read_text())
+        capacity, gpus = summary["search"]["capacity"], max(1, len(record["gpus"]))
+        measured[outcome["point"]] = capacity["output_token_throughput"] / gpus
+        assert outcome["tokens_per_gpu"] == pytest.approx(measured[outcome["point"]]), outcome
+        assert outcome["capacity_concurrency"] == capacity["concurrency"] and outcome["levels"] == len(
+            summary["search"]["levels"])  # fmt: skip
+        assert outcome["gpu_s"] == pytest.approx(sum(record["stages"].values()) * gpus)
+        held += outcome["gpu_s"]
+    better, worse = sorted((F32, INT8), key=lambda c: -measured[f"{c}_s1"])
     assert [t["point"] for t in ledger["rounds"][1]["tasks"]] == [better]  # the final: the grid id
     (drop,) = ledger["dropped"]
     assert drop["config"] == worse and drop["round"] == 1 and drop["why"].startswith("rank 2 of 2 (keeping 1)")
@@ -49,7 +60,8 @@ def test_a_halving_search_screens_both_measures_the_better_and_answers_from_it(t
     assert f"best under the SLOs: {better} at concurrency" in out, out[-4000:]
     assert "_s1 at concurrency" not in out  # a screening measurement is never the answer
     report = (results / "report.md").read_text()  # the answer's lines unwrapped
-    assert "search halving: 2 configurations, 2 rounds, 3 points measured" in report
+    assert len(measured) == 3  # the ledger's outcomes: both screenings and the final
+    assert f"search halving: 2 configurations, 2 rounds, 3 points measured, {held / 60:.1f} GPU-minutes" in report
     assert f"dropped after round 1: {worse}: rank 2 of 2" in report and f"answer: {better}:" in report
     # a rerun replays the rounds from the records: every round's points are complete, nothing runs
     again = run_ok(tmp_path, trtsweep_sweep=SWEEP)

@@ -134,6 +134,13 @@ def test_a_point_lost_with_its_host_is_measured_again_on_a_healthy_host_and_what
     assert f"{INT8}: lost with its host ({INT8}_s1: lost at stage preflight: host b unreachable" in lines[1]
     assert lines[2].startswith(f"round 2 (screening, 50% of the requests per level): {INT8}: 30.0 tok/s/GPU")
     assert lines[0].startswith("search halving: 2 configurations, 3 rounds, 4 points measured, 4.5 GPU-minutes")
+    # a rerun replays the search: the lost point is not run again (round 2 measured it again), nothing runs
+    rerun = [runplan.make_plan(sweep(spec), hosts("a", "b"), tmp_path)]
+    assert rerun[0]["points"] == [] and rerun[0]["lost"] == [f"{INT8}_s1"] and rerun[0]["kept"] == [f"{F32}_s1"]
+    for number in (2, 3):
+        rerun.append(runplan.make_plan(sweep(spec), hosts("a", "b"), tmp_path, search_round=number,
+                                       run_id=rerun[0]["run_id"]))  # fmt: skip
+    assert [r["kept"] for r in rerun[1:]] == [[f"{INT8}_s2"], [F32]] and not any(r["points"] for r in rerun)
 
 
 def test_a_lost_full_measurement_is_made_again_as_a_point_of_its_own(tmp_path):

@@ -285,3 +285,10 @@ def test_the_plan_estimates_each_strategy_from_defaults_then_from_the_sweeps_own
     assert learned[0] == "estimate, grid: 16 points, about 40 GPU-minutes"
     assert learned[-1].startswith("estimates from 1 earlier points of this sweep: 30 s before the benchmark, 0.20 s")
     assert estimates([{**grid[0], "benchmark": {}}], SearchSpec(), 60, tmp_path) == []  # no capacity search
+    # before anything runs: what a budget buys (the first round, trimmed as the search trims it), and auto's choice
+    spent = estimates(grid, SearchSpec(strategy="auto", budget_gpu_minutes=12), 60, tmp_path)
+    assert spent[0] == learned[0]  # the estimates are the whole search's, whatever the budget
+    assert "search auto: halving, the cheaper estimate (grid about 40.0 GPU-minutes, halving about " in spent[-2]
+    assert spent[-1].startswith("budget 12 GPU-minutes: grid measures 4 of 16 configurations (left unmeasured: c4, ")
+    # halving: 8 screened (44 s each), then 4 (45 s), then 2 finalists (90 s): 715 of the 720 GPU-seconds
+    assert "; halving screens 8 of 16, keeping what its later rounds need" in spent[-1]

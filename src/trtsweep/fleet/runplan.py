@@ -9,7 +9,8 @@
 3. place the rest on the hosts that passed preflight (`placement.place`); a point that fits only hosts
    with problems is failed at stage preflight with their problems as the cause, a point that fits no
    host of the inventory at all fails the plan;
-4. write `results/<sweep>/plan.json` (run id, points with host / GPUs / ports / order, lanes, kept points, and
+4. write `results/<sweep>/plan.json` (run id, points with host / GPUs / ports / order, lanes, kept points, a
+   search's points lost with their host in an earlier run (`lost`: the search's next round measures them again), and
    `current`: every point of the sweep's rounds so far with its settings hash, what the report may judge).
 
 A point to run whose record says an earlier run started it on a host and never recorded its end (that run's controller
@@ -29,7 +30,7 @@ from typing import Any
 
 from trtsweep.common.fileio import atomic_write_text, read_json
 from trtsweep.fleet import placement, status
-from trtsweep.search import estimate, predicted, rounds
+from trtsweep.search import costs, estimate, predicted, rounds
 from trtsweep.search.strategy import SearchSpec
 from trtsweep.sweep import promptcheck
 from trtsweep.sweep.planning import check_input_data, default_base_dir, expand
@@ -83,6 +84,9 @@ def make_plan(
                                        predicted.scores(made) if made is not None else None,
                                        write and searched)  # fmt: skip
     to_run, kept, left_out = status.select(points, results_dir, force, only, status.commits_now(hosts))
+    # a search's point lost with its host is measured again by the search's next round, not here (a rerun replays)
+    lost = [p["id"] for p in to_run if searched and not force and lost_here(results_dir, p)]
+    to_run = [p for p in to_run if p["id"] not in lost]
     # prompts over a point's max_input_len fail the plan; deferred to the host without a tokenizer here
     prompt_checks = promptcheck.plan_checks(to_run, base)
     placeable = [p for p in to_run if any(h.fits(p["resources"]) for h in healthy)]
@@ -104,6 +108,7 @@ def make_plan(
         "points": placed["points"],
         "lanes": placed["lanes"],
         "kept": kept,
+        "lost": lost,
         # every point of this sweep's rounds so far (a grid sweep: its matrix), by id with its settings hash: the
         # report judges only these (a point removed from the sweep or measured with other settings is stale)
         "current": {t["point"]: t["settings_hash"] for r in ledger["rounds"] for t in r["tasks"]},
@@ -112,7 +117,7 @@ def make_plan(
         "unplaced": unplaced,
         "prompt_checks": prompt_checks,
         "hosts": hosts,
-        # the next round is planned while this one measured something; a grid sweep has one round
+        # the next round is planned while this one measured something; a sweep without a capacity search has one
         "search": {
             "strategy": record.strategy,
             "round": search_round,
@@ -137,7 +142,10 @@ def make_plan(
 def begin_search(grid: list[dict[str, Any]], spec: SearchSpec, key: str, records: int, results_dir: Path,
                  healthy: list[placement.Host], mode: str) -> rounds.Record:  # fmt: skip
     """What a search decides when it begins (rounds.Record): its strategy (auto's choice), the predicted strategy's
-    batch (the lanes of the hosts healthy now, unless the sweep gives one) and the cost basis of its budget."""
+    batch (the lanes of the hosts healthy now, unless the sweep gives one) and the cost basis of its budget. A sweep
+    without a capacity search has one plain round."""
+    if not rounds.searching(grid):
+        return rounds.Record(key, "grid", None, 1, costs.Basis())
     strategy, why = estimate.choose(grid, spec, records, results_dir)
     lanes = 1
     if strategy == "predicted" and spec.batch is None:  # as many configurations as the fleet runs at once
@@ -164,6 +172,12 @@ def without_gone(hosts: dict[str, dict[str, Any]], gone: dict[str, str]) -> dict
     of a search places nothing there."""
     return {name: {**facts, "problems": [*facts.get("problems", []), f"gone earlier in this run: {gone[name]}"]}
             if name in gone else facts for name, facts in hosts.items()}  # fmt: skip
+
+
+def lost_here(results_dir: Path, point: dict[str, Any]) -> bool:
+    """Whether the point's record says it was lost with its host, measuring these very settings."""
+    record = status.read(results_dir, point["id"]) or {}
+    return record.get("status") == "lost" and record.get("settings_hash") == status.settings_hash(point)
 
 
 def earlier_runs(points: list[dict[str, Any]], results_dir: Path) -> list[dict[str, str]]:
@@ -232,6 +246,8 @@ def plan_text(plan: dict[str, Any]) -> str:
     lines += plan.get("search", {}).get("estimates", [])
     for name in plan["kept"]:
         lines.append(f"kept (complete from an earlier run with the same settings): {name}")
+    for name in plan.get("lost", []):
+        lines.append(f"lost with its host in an earlier run, measured again by the search's next round: {name}")
     for entry in plan["collect"]:
         lines.append(f"collected from {entry['host']} if run {entry['run_id']} ended it ok there (that run's "
                      f"controller went away before collecting it), else run: {entry['point']}")  # fmt: skip

@@ -48,7 +48,8 @@ def _strategy(grid: list[dict[str, Any]], spec: SearchSpec, name: str, records: 
 
 
 def _minutes(grid: list[dict[str, Any]], spec: SearchSpec, records: int, priced: costs.Basis) -> tuple[float, float]:
-    """(grid, halving) GPU-minutes, none dropped early."""
+    """(grid, halving) GPU-minutes, none dropped early, whatever the budget."""
+    spec = dataclasses.replace(spec, budget_gpu_minutes=None)
     whole = _strategy(grid, spec, "grid", records, priced)
     grid_s = sum(whole.cost_s(t, {}) for t in whole.round(1, {})[0])
     return grid_s / 60.0, _strategy(grid, spec, "halving", records, priced).schedule_s(len(grid)) / 60.0
@@ -102,6 +103,7 @@ def _buys(grid: list[dict[str, Any]], spec: SearchSpec, records: int, priced: co
     screened, _ = _strategy(grid, spec, "halving", records, priced).round(1, {})
     left = [p["id"] for p in grid[len(whole) :]]
     unmeasured = f" (left unmeasured: {', '.join(left)})" if left else ""
+    how = "screens" if screened and screened[0].screening else "measures in full"
     return (f"budget {budget:g} GPU-minutes: grid measures {len(whole)} of {len(grid)} configurations{unmeasured}; "
-            f"halving screens {len(screened)} of them, keeping what its later rounds need; predicted measures the "
-            f"best predicted first, as many as it leaves room for")  # fmt: skip
+            f"halving {how} {len(screened)} of {len(grid)}, keeping what its later rounds need; predicted measures "
+            f"the best predicted first, as many as the budget leaves room for")  # fmt: skip
