@@ -61,7 +61,7 @@ from typing import Any
 from trtsweep.common.fileio import file_sha256
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.dataset import load_jsonl
-from trtsweep.sweep import flows, schema
+from trtsweep.sweep import flows, pytorch_axes, schema
 from trtsweep.sweep.slo import search_limits
 from trtsweep.toolchain.precisions import PRECISIONS as TRTLLM_PRECISIONS
 from trtsweep.triton import interface as triton_interface
@@ -337,14 +337,19 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
         _check_workload_lengths(benchmark, longest, isl)
     prompts_sha256 = file_sha256(prompts)  # in every point: an edited prompts file changes its settings hash
     placement = _placement(backend, sweep.get("placement"))
+    pytorch_axes.check_sweep(sweep, backend, used_flows, parallelism)
+    axes = pytorch_axes.combos(sweep)
+    configs = _model_configs(sweep, models, axes)
 
     points = []
     for model, precision, (tp, pp), bs, (isl, osl), stream in itertools.product(
         models, precisions, parallelism, batch_sizes, lengths, streaming
     ):
         field = f"models[{models.index(model)}].flow" if "flow" in model else "flow"
-        for flow, server in flows.variants(model.get("flow", sweep_flows), servers, field):
+        pairs = flows.variants(model.get("flow", sweep_flows), servers, field)
+        for (flow, server), combo in itertools.product(pairs, [c for c in axes if pytorch_axes.fits(c, tp)]):
             stem = f"{model['name']}_{precision}_tp{tp}pp{pp}_bs{bs}_isl{isl}osl{osl}_{'stream' if stream else 'sync'}"
+            stem += pytorch_axes.id_part(combo)
             point_id = stem + flows.id_suffix(flow, server)
             if flow == "engine" and precision not in PRECISIONS[backend]:
                 raise _fail("precisions", f"{precision!r} has no engine-flow recipe; expected {PRECISIONS[backend]}")
@@ -353,9 +358,13 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
             point = _point(point_id, name, backend, model, precision, (tp, pp), bs, (isl, osl), stream,
                            triton if flow == "engine" else {}, benchmark, trtllm, placement)  # fmt: skip
             point |= {"flow": flow, "server": server, "config": stem, "input_data_sha256": prompts_sha256}
+            point |= pytorch_axes.point_fields(combo)
             if flow == "pytorch":
+                pytorch_axes.check_point(combo, str(release), tp)
+                pytorch_axes.check_model(model, *configs.get(_config_key(model, combo), (None, None)), combo)
                 point["llm_api_release"] = release
-                point["llm_api"] = flows.llm_api_options(point, str(release), pytorch, llm_api)
+                axis_options = {**llm_api, **pytorch_axes.options(combo)}
+                point["llm_api"] = flows.llm_api_options(point, str(release), pytorch, axis_options)
                 inputs = point["benchmark"]["extra_inputs"]
                 extra_field = (
                     f"models[{models.index(model)}].extra_inputs"
@@ -375,6 +384,28 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
         _check_extra_inputs(point, "benchmark.extra_inputs", benchmark["extra_inputs"])
         _check_extra_inputs(point, f"models[{index}].extra_inputs", point["model"].get("extra_inputs", {}))
     return points
+
+
+def _config_key(model: dict[str, Any], combo: pytorch_axes.Combo) -> tuple[str, str | None]:
+    draft = combo.speculative.draft if combo.speculative is not None else None
+    return model["name"], draft["repo_id"] if draft else None
+
+
+def _model_configs(sweep: dict[str, Any], models: list[dict[str, Any]],
+                   axes: list[pytorch_axes.Combo]) -> dict[tuple[str, str | None], tuple[Any, Any]]:  # fmt: skip
+    """(model name, draft repo) -> (the model's config.json, the draft's) where the controller has them (a sweep's
+    search.model_dirs, the hub cache; never the network): MoE fields and drafts are checked against them."""
+    if not any(c.moe is not None or (c.speculative and c.speculative.draft) for c in axes):
+        return {}
+    dirs = (sweep.get("search") or {}).get("model_dirs")
+    out: dict[tuple[str, str | None], tuple[Any, Any]] = {}
+    for model, combo in itertools.product(models, axes):
+        key = _config_key(model, combo)
+        if key not in out:
+            draft = combo.speculative.draft if combo.speculative is not None else None
+            out[key] = (pytorch_axes.read_config(model["repo_id"], model["revision"], dirs, model["name"]),
+                        pytorch_axes.read_config(draft["repo_id"], draft["revision"]) if draft else None)  # fmt: skip
+    return out
 
 
 def _point(point_id: str, name: str, backend: str, model: dict[str, Any], precision: str, par: tuple[int, int],

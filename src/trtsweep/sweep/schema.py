@@ -23,8 +23,10 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     GetJsonSchemaHandler,
+    Tag,
     ValidationError,
     WithJsonSchema,
     model_validator,
@@ -206,6 +208,58 @@ class Pytorch(_Strict):
         description="per-iteration stats (batch, queue, KV cache) that llm-perf reads from trtllm-serve's /metrics "
         "each level (default true; false saves their small cost)",
     )
+
+
+class DraftModel(_Strict):
+    """A speculative variant's draft model: downloaded like the model (hub cache, by content)."""
+
+    repo_id: Text = Field(pattern="/", description="Hugging Face repository, owner/name (EAGLE-3 head, small model)")
+    revision: Text | None = Field(None, description="branch, tag or commit (null: the default branch)")
+
+
+class Speculative(_Strict):
+    """One speculative-decoding variant of the PyTorch flow: the LLM API's speculative_config
+    (trtsweep.sweep.pytorch_axes), checked against the release's decoding configs."""
+
+    name: str = Field(pattern=NAME_PATTERN, description="in point ids (_spec-<name>) and results.csv's speculative")
+    decoding_type: Literal["Eagle", "MTP", "NGram", "DraftTarget", "AUTO"] = Field(
+        description="Eagle (EAGLE-3 on the PyTorch backend) | MTP | NGram | DraftTarget | AUTO"
+    )
+    max_draft_len: PositiveInt | None = Field(None, description="draft tokens a step (Eagle, NGram, DraftTarget)")
+    draft: DraftModel | None = Field(None, description="Eagle, DraftTarget: the draft model")
+    options: dict[str, Any] | None = Field(
+        None, description="any other field of the release's decoding config (max_matching_ngram_size, "
+        "eagle3_one_model, num_nextn_predict_layers, ...)",
+    )  # fmt: skip
+
+
+def _unique_names(value: list[Any]) -> list[Any]:
+    names = [item if isinstance(item, str) else item.name for item in value]
+    if len(set(names)) != len(names):
+        raise ValueError(f"expected distinct names, got {names!r}")
+    return value
+
+
+def _speculative_kind(value: Any) -> str:
+    return "variant" if isinstance(value, dict | Speculative) else "none"
+
+
+SpeculativeItem = Annotated[
+    Annotated[Literal["none"], Tag("none")] | Annotated[Speculative, Tag("variant")],
+    Discriminator(_speculative_kind),
+]  # a mapping is a variant, anything else must be "none": each error is about the one it was meant as
+Speculatives = Annotated[list[SpeculativeItem], Field(min_length=1), AfterValidator(_unique_names)]
+
+
+class Moe(_Strict):
+    """One MoE layout of the PyTorch flow: the tp ranks split into moe tp x moe ep."""
+
+    ep: PositiveInt = Field(description="expert-parallel ranks (moe_expert_parallel_size)")
+    tp: PositiveInt = Field(1, description="tensor-parallel ranks within each expert (moe_tensor_parallel_size)")
+    backend: Literal["CUTLASS", "CUTEDSL", "WIDEEP", "TRTLLM", "DEEPGEMM", "VANILLA", "TRITON"] | None = Field(
+        None, description="moe_config.backend (null: the release's default, CUTLASS; TRITON from 1.1)"
+    )
+    max_num_tokens: PositiveInt | None = Field(None, description="moe_config.max_num_tokens")
 
 
 SEARCH_LIMITS = search.KEYS  # the slo keys llm-perf's capacity search judges each level by
@@ -521,6 +575,15 @@ class Sweep(_Strict):
     llm_api: dict[str, Any] | None = Field(
         None, description="pytorch flow: any other LLM API option -> value, checked against the release's table"
     )
+    speculative: Speculatives | None = Field(
+        None, description="pytorch flow: speculative-decoding variants, a matrix axis (none among them: without)"
+    )
+    attention_dp: Annotated[list[bool], Field(min_length=1), AfterValidator(_unique)] | None = Field(
+        None, description="pytorch flow: enable_attention_dp values, a matrix axis (e.g. [false, true])"
+    )
+    moe: Annotated[list[Moe], Field(min_length=1)] | None = Field(
+        None, description="pytorch flow: MoE layouts (moe tp x ep = the point's tp), a matrix axis"
+    )
     trtllm: Trtllm | None = Field(None, description="tensorrtllm only: the TensorRT-LLM installation")
     triton: dict[str, Any] | None = Field(
         None,
@@ -590,6 +653,8 @@ def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
 def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     while "$ref" in node:
         node = {**root["$defs"][node["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+    if "oneOf" in node:  # a tagged union (speculative's items): read as its alternatives
+        node = {"anyOf": node["oneOf"], **{k: v for k, v in node.items() if k != "oneOf"}}
     return node
 
 

@@ -57,6 +57,9 @@ def _check_value(field: str, spec: dict[str, Any], value: Any, objects: dict[str
     kind = str(spec.get("type", ""))
     if value is None:
         return  # the release's default
+    if "decoding_types" in spec:  # speculative_config: a mapping dispatched on its decoding_type
+        _check_decoding(field, spec["decoding_types"], value, objects, release)
+        return
     if kind.startswith("object:"):
         fields = objects.get(kind.split(":", 1)[1])
         if not isinstance(value, dict):
@@ -73,6 +76,20 @@ def _check_value(field: str, spec: dict[str, Any], value: Any, objects: dict[str
         raise TrtsweepError(f"{field}: expected {expected}, got {value!r}")
 
 
+def _check_decoding(field: str, types: dict[str, str], value: Any, objects: dict[str, Any], release: str) -> None:
+    """A speculative_config mapping: its `decoding_type` one of the release's (DecodingBaseConfig.from_dict's
+    table), the other keys fields of the config class it names (the classes are strict: an unknown key fails)."""
+    if not isinstance(value, dict):
+        raise TrtsweepError(f"{field}: expected a mapping with a decoding_type, got {value!r}")
+    kind = value.get("decoding_type")
+    if kind not in types:
+        raise TrtsweepError(f"{field}.decoding_type: TensorRT-LLM {release} takes one of {', '.join(types)}, "
+                            f"got {kind!r}")  # fmt: skip
+    fields = objects.get(types[kind])
+    if fields is not None:
+        _check_fields(field, {k: v for k, v in value.items() if k != "decoding_type"}, fields, objects, release)
+
+
 def _check_fields(prefix: str, options: dict[str, Any], fields: dict[str, Any], objects: dict[str, Any],
                   release: str) -> None:  # fmt: skip
     for name, value in options.items():
@@ -80,6 +97,19 @@ def _check_fields(prefix: str, options: dict[str, Any], fields: dict[str, Any], 
         if name not in fields:
             raise TrtsweepError(f"{field}: TensorRT-LLM {release}'s LLM API has no such option{_closest(name, fields)}")
         _check_value(field, fields[name], value, objects, release)
+
+
+def check_speculative(release: str, config: dict[str, Any], field: str) -> None:
+    """One speculative_config mapping against the release's decoding configs, errors naming `field`."""
+    t = table(release)
+    _check_decoding(field, t["llm_args"]["speculative_config"]["decoding_types"], config, t.get("objects", {}), release)
+
+
+def decoding_fields(release: str, decoding_type: str) -> dict[str, Any]:
+    """The fields of the release's config class for `decoding_type` ({} when the release has no such type)."""
+    t = table(release)
+    name = t["llm_args"]["speculative_config"]["decoding_types"].get(decoding_type)
+    return dict(t.get("objects", {}).get(name, {})) if name else {}
 
 
 def check_options(release: str, options: dict[str, Any], prefix: str = "llm_api") -> None:

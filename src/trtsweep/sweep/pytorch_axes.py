@@ -1,0 +1,296 @@
+"""The PyTorch flow's own axes of the sweep matrix: speculative decoding, attention data parallelism, MoE parallelism.
+
+Sweep keys (trtsweep.sweep.schema: Speculative, Moe), each a list whose values multiply the matrix like its other
+axes, for the pytorch flow only:
+
+- `speculative: [none, {name, decoding_type, max_draft_len, draft, options}, ...]`: a variant becomes the LLM API's
+  `speculative_config` (`decoding_type` dispatches it, DecodingBaseConfig.from_dict; `options` any other field of
+  that decoding config), checked against the release's table; `draft` (Eagle, DraftTarget) is the draft model, a Hub
+  repository downloaded like the model, whose directory becomes the config's `speculative_model_dir`
+  (`speculative_model` where the release names it so) on the host (`with_draft`).
+- `attention_dp: [false, true]`: `enable_attention_dp` (each of the tp ranks takes its own requests through
+  attention; the MoE layers stay parallel across them).
+- `moe: [{ep, tp, backend, max_num_tokens}, ...]`: `moe_expert_parallel_size`, `moe_tensor_parallel_size` and
+  `moe_config: {backend, max_num_tokens}`; TensorRT-LLM splits the tp ranks into moe tp x moe ep, so an entry
+  measures only the parallelism entries whose tp is its tp x ep (the others are not combined with it).
+
+What each value cannot take is refused at plan time in one line naming the field: any of them in the engine flow
+(trtllm-build's engines are built without them here), a decoding type the release or the PyTorch backend does not
+have (Medusa and Lookahead are not the PyTorch backend's: their supports_backend), a draft where there is none to
+give or none where one is needed, attention DP on one rank, MoE fields on a model whose config.json names no
+experts, a draft whose vocabulary is not the model's; on the hf backend (the CPU bed's stand-ins, one rank) n-gram
+drafting only. A sweep without these keys plans exactly as before (no key in its points, the same ids and hashes).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.toolchain.llmapi import args as llmapi_args
+
+NONE = "none"
+# the PyTorch backend's decoding types: each one's supports_backend("pytorch") (llm_args.py of 1.0 .. 1.2: Medusa's
+# is `backend not in ("pytorch", "_autodeploy")`; NGram, DraftTarget, MTP and AUTO `backend == "pytorch"`; Eagle any)
+PYTORCH_TYPES = ("Eagle", "MTP", "NGram", "DraftTarget", "AUTO")
+NEEDS_DRAFT = ("Eagle", "DraftTarget")  # EagleDecodingConfig.validate: "Draft model must be provided for EAGLE"
+NEEDS_DRAFT_LEN = ("Eagle", "NGram", "DraftTarget")
+HF_TYPES = ("NGram",)  # what the hf backend's stand-ins draft (trtsweep.serve.hf_generate)
+# config.json keys that give a model's routed experts (Mixtral/Qwen-MoE, Qwen3-MoE/OLMoE, DeepSeek)
+EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+AXIS_OPTIONS = ("speculative_config", "enable_attention_dp", "moe_expert_parallel_size", "moe_tensor_parallel_size",
+                "moe_config")  # fmt: skip
+
+
+def _fail(field: str, problem: str) -> TrtsweepError:
+    return TrtsweepError(f"sweep field '{field}': {problem}")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One speculative-decoding value: its name and LLM API config (without the draft's directory), its draft."""
+
+    name: str
+    config: dict[str, Any] | None  # None: no speculative decoding
+    draft: dict[str, Any] | None  # {repo_id, revision}
+    index: int
+
+
+@dataclass(frozen=True)
+class Combo:
+    """One value of each axis a point takes (None: the sweep does not give that axis)."""
+
+    speculative: Variant | None
+    attention_dp: bool | None
+    moe: dict[str, Any] | None
+    moe_index: int | None
+
+
+def variants(value: list[Any] | None) -> list[Variant | None]:
+    """The sweep's `speculative:` list (schema-checked) as variants; [None] without the key."""
+    if value is None:
+        return [None]
+    out: list[Variant | None] = []
+    for index, item in enumerate(value):
+        if item == NONE:
+            out.append(Variant(NONE, None, None, index))
+            continue
+        config = {"decoding_type": item["decoding_type"], **(item.get("options") or {})}
+        if item.get("max_draft_len") is not None:
+            config["max_draft_len"] = item["max_draft_len"]
+        draft = item.get("draft")
+        out.append(Variant(item["name"], config, {"revision": None, **draft} if draft else None, index))
+    return out
+
+
+def combos(sweep: dict[str, Any]) -> list[Combo]:
+    """Every (speculative, attention_dp, moe) value of the sweep, in the sweep's order."""
+    adp: list[bool | None] = list(sweep["attention_dp"]) if sweep.get("attention_dp") is not None else [None]
+    moe = sweep.get("moe")
+    moes: list[tuple[int | None, dict[str, Any] | None]] = list(enumerate(moe)) if moe is not None else [(None, None)]
+    product = itertools.product(variants(sweep.get("speculative")), adp, moes)
+    return [Combo(spec, dp, entry, index) for spec, dp, (index, entry) in product]
+
+
+def given(sweep: dict[str, Any]) -> bool:
+    return any(sweep.get(key) is not None for key in ("speculative", "attention_dp", "moe"))
+
+
+def check_sweep(sweep: dict[str, Any], backend: str, used_flows: set[str], parallelism: list[tuple[int, int]]) -> None:
+    """What the sweep as a whole cannot take: the axes in the engine flow, on the hf backend's one rank, beside
+    `pytorch.ep` or the same `llm_api:` keys, a MoE entry no parallelism entry fits."""
+    active = [key for key in ("speculative", "attention_dp", "moe") if _active(sweep, key)]
+    if active and "engine" in used_flows:
+        raise _fail(active[0], "the engine flow (trtllm-build + Triton) is measured here without it: use flow: "
+                               "pytorch (a model entry's flow: for the engine flow's points)")  # fmt: skip
+    if backend == "hf":
+        for key in ("attention_dp", "moe"):
+            if _active(sweep, key):
+                raise _fail(key, "backend hf serves one rank; attention DP and MoE parallelism need tensorrtllm")
+    if sweep.get("moe") is not None and (sweep.get("pytorch") or {}).get("ep") is not None:
+        raise _fail("pytorch.ep", "moe: sets the expert parallelism of each point: give moe or pytorch.ep, not both")
+    for key in AXIS_OPTIONS:
+        if key in (sweep.get("llm_api") or {}) and _axis_of(key, sweep):
+            raise _fail(f"llm_api.{key}", f"set by the sweep's {_axis_of(key, sweep)}: axis (each point's own value)")
+    tps = {tp for tp, _ in parallelism}
+    for index, entry in enumerate(sweep.get("moe") or []):
+        if entry["ep"] * entry.get("tp", 1) not in tps:
+            raise _fail(f"moe[{index}]", f"moe tp x ep = {entry['ep'] * entry.get('tp', 1)} is no parallelism "
+                                         f"entry's tp ({', '.join(map(str, sorted(tps)))}): TensorRT-LLM splits the "
+                                         "tp ranks into moe tp x moe ep")  # fmt: skip
+    for spec in variants(sweep.get("speculative")) if backend == "hf" else []:
+        kind = spec.config["decoding_type"] if spec is not None and spec.config is not None else None
+        if kind is not None and kind not in HF_TYPES:
+            raise _fail(f"speculative[{spec.index}].decoding_type", f"the hf backend's stand-ins draft by "
+                        f"{', '.join(HF_TYPES)} only; {kind} needs tensorrtllm")  # fmt: skip
+
+
+def _active(sweep: dict[str, Any], key: str) -> bool:
+    """Whether an axis asks for anything beyond the default (speculative: [none] and attention_dp: [false] do not)."""
+    value = sweep.get(key)
+    if value is None:
+        return False
+    if key == "speculative":
+        return any(item != NONE for item in value)
+    if key == "attention_dp":
+        return any(value)
+    return True
+
+
+def _axis_of(option: str, sweep: dict[str, Any]) -> str | None:
+    axis = {"speculative_config": "speculative", "enable_attention_dp": "attention_dp"}.get(option, "moe")
+    return axis if sweep.get(axis) is not None else None
+
+
+def fits(combo: Combo, tp: int) -> bool:
+    """Whether a parallelism entry of `tp` ranks takes the combination: a MoE entry needs tp = moe tp x moe ep."""
+    return combo.moe is None or combo.moe["ep"] * combo.moe.get("tp", 1) == tp
+
+
+def check_point(combo: Combo, release: str, tp: int) -> None:
+    """The combination against the point's release (its decoding types and their fields) and its tp."""
+    if combo.attention_dp and tp == 1:
+        raise _fail("attention_dp", "attention DP spreads requests over the tp ranks: a tp 1 point measures the same "
+                                    "as without it (give parallelism entries with tp > 1)")  # fmt: skip
+    spec = combo.speculative
+    if spec is None or spec.config is None:
+        return
+    field = f"speculative[{spec.index}]"
+    kind = spec.config["decoding_type"]
+    if not llmapi_args.decoding_fields(release, kind):
+        raise _fail(f"{field}.decoding_type", f"TensorRT-LLM {release} has no {kind} decoding config")
+    if kind not in PYTORCH_TYPES:
+        takes = ", ".join(PYTORCH_TYPES)
+        raise _fail(f"{field}.decoding_type", f"{kind} is not the PyTorch backend's; it takes {takes}")
+    if kind in NEEDS_DRAFT_LEN and "max_draft_len" not in spec.config:
+        raise _fail(f"{field}.max_draft_len", f"{kind} drafts up to max_draft_len tokens a step: give it")
+    if (spec.draft is None) == (kind in NEEDS_DRAFT):
+        need = "needs a draft model (draft: {repo_id: ...})" if kind in NEEDS_DRAFT else "drafts without a draft model"
+        raise _fail(f"{field}.draft", f"{kind} {need}")
+    config = dict(spec.config)
+    if spec.draft is not None:
+        config[draft_field(release, kind)] = "/draft"  # the host's directory, set by with_draft
+    try:
+        llmapi_args.check_speculative(release, config, "speculative_config")
+    except TrtsweepError as exc:
+        raise _fail(field, str(exc)) from exc
+
+
+def draft_field(release: str, decoding_type: str) -> str:
+    """The draft directory's field: `speculative_model` where the release names it so (1.2), else
+    `speculative_model_dir` (1.0, 1.1)."""
+    fields = llmapi_args.decoding_fields(release, decoding_type)
+    return "speculative_model" if "speculative_model" in fields else "speculative_model_dir"
+
+
+def options(combo: Combo) -> dict[str, Any]:
+    """The LLM API options of the combination (none for an axis the sweep does not give)."""
+    out: dict[str, Any] = {}
+    if combo.speculative is not None and combo.speculative.config is not None:
+        out["speculative_config"] = dict(combo.speculative.config)
+    if combo.attention_dp is not None:
+        out["enable_attention_dp"] = combo.attention_dp
+    if combo.moe is not None:
+        out["moe_expert_parallel_size"] = combo.moe["ep"]
+        out["moe_tensor_parallel_size"] = combo.moe.get("tp", 1)
+        moe_config = {k: combo.moe[k] for k in ("backend", "max_num_tokens") if combo.moe.get(k) is not None}
+        if moe_config:
+            out["moe_config"] = moe_config
+    return out
+
+
+def id_part(combo: Combo) -> str:
+    """What a point id says of the combination: `_moe-ep4tp2[-cutlass]`, `_adp`, `_spec-<name>` (nothing for an
+    axis left out, attention DP off or no speculative decoding)."""
+    part = ""
+    if combo.moe is not None:
+        backend = f"-{combo.moe['backend'].lower()}" if combo.moe.get("backend") else ""
+        part += f"_moe-ep{combo.moe['ep']}tp{combo.moe.get('tp', 1)}{backend}"
+    if combo.attention_dp:
+        part += "_adp"
+    if combo.speculative is not None and combo.speculative.config is not None:
+        part += f"_spec-{combo.speculative.name}"
+    return part
+
+
+def point_fields(combo: Combo) -> dict[str, Any]:
+    """The point's record of the combination (results.csv's speculative, attention_dp, moe_ep columns)."""
+    out: dict[str, Any] = {}
+    if combo.speculative is not None:
+        out["speculative"] = combo.speculative.name
+        if combo.speculative.draft is not None:
+            out["draft_model"] = dict(combo.speculative.draft)
+    if combo.attention_dp is not None:
+        out["attention_dp"] = combo.attention_dp
+    if combo.moe is not None:
+        out["moe_ep"], out["moe_tp"] = combo.moe["ep"], combo.moe.get("tp", 1)
+    return out
+
+
+def with_draft(llm_api: dict[str, Any], release: str, draft_dir: str) -> dict[str, Any]:
+    """A point's LLM API options with its draft model's directory on the host (the lane's part, once the draft is
+    downloaded); unchanged without a speculative_config."""
+    config = llm_api.get("speculative_config")
+    if not isinstance(config, dict):
+        return llm_api
+    return {**llm_api, "speculative_config": {**config, draft_field(release, config["decoding_type"]): draft_dir}}
+
+
+# -- what the model's config.json says (read where the controller has it: a local directory or the hub cache) -----
+
+
+def read_config(repo_id: str, revision: str | None, model_dirs: dict[str, str] | None = None,
+                name: str | None = None) -> dict[str, Any] | None:  # fmt: skip
+    """The model's config.json from `model_dirs[name]` (the sweep's search.model_dirs) or the local hub cache,
+    never the network; None where neither has it (the checks that need it are then left to the host)."""
+    from pathlib import Path
+
+    if model_dirs and name in model_dirs:
+        path: Any = Path(model_dirs[name]) / "config.json"
+    else:
+        from huggingface_hub import try_to_load_from_cache
+
+        path = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    if not isinstance(path, str | Path) or not Path(path).is_file():
+        return None
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def experts(config: dict[str, Any]) -> int | None:
+    """The model's routed experts per MoE layer (None: a dense model)."""
+    for key in EXPERT_KEYS:
+        value = config.get(key) or (config.get("text_config") or {}).get(key)
+        if isinstance(value, int) and value > 1:
+            return value
+    return None
+
+
+def vocab_size(config: dict[str, Any]) -> int | None:
+    value = config.get("vocab_size") or (config.get("text_config") or {}).get("vocab_size")
+    return value if isinstance(value, int) else None
+
+
+def check_model(model: dict[str, Any], config: dict[str, Any] | None, combo: Combo,
+                draft_config: dict[str, Any] | None) -> None:  # fmt: skip
+    """MoE fields on a dense model, a draft whose vocabulary (tokenizer) differs from the model's: where the
+    configs are at hand."""
+    if config is None:
+        return
+    if combo.moe is not None and experts(config) is None:
+        keys = ", ".join(EXPERT_KEYS)
+        raise _fail(f"moe[{combo.moe_index}]", f"{model['repo_id']} is a dense model (its config.json names none of "
+                    f"{keys}): MoE parallelism has no experts to split")  # fmt: skip
+    spec = combo.speculative
+    if spec is None or spec.draft is None or draft_config is None:
+        return
+    ours, theirs = vocab_size(config), vocab_size(draft_config)
+    if ours is not None and theirs is not None and ours != theirs:
+        raise _fail(f"speculative[{spec.index}].draft", f"{spec.draft['repo_id']} has a vocabulary of {theirs} tokens, "
+                    f"{model['repo_id']} of {ours}: a draft must share the model's tokenizer")  # fmt: skip
