@@ -204,6 +204,14 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
         "llm_api": ({**pytorch_flow, "llm_api": {"iter_stats_max_iterations": 5000}},
                     {"llm_api_options": {**pytorch_options, "iter_stats_max_iterations": 5000},
                      "repository.options": {**pytorch_options, "iter_stats_max_iterations": 5000}}),
+        "speculative": ({**pytorch_flow, "speculative": [{"name": "ng", "decoding_type": "NGram", "max_draft_len": 2}]},
+                        {"llm_api_options.speculative_config": {"decoding_type": "NGram", "max_draft_len": 2}}),
+        "attention_dp": ({**pytorch_flow, "parallelism": [{"tp": 2}], "attention_dp": [True]},
+                         {"llm_api_options.enable_attention_dp": True}),
+        "moe": ({**pytorch_flow, "servers": ["trtllm-serve"], "parallelism": [{"tp": 2}], "moe": [{"ep": 2}],
+                 "models": [{"repo_id": "Org/Moe-2x", "name": "qwen"}]},  # not in a hub cache: no dense-model check
+                {"llm_api_options.moe_expert_parallel_size": 2, "llm_api_options.moe_tensor_parallel_size": 1,
+                 "server.openai.ep": 2}),
     }  # fmt: skip
     # trtllm key -> (value, {stage.what: value}, the base sweep when not trt_sweep())
     modelopt_base = trt_sweep(**pytorch_flow)

@@ -277,8 +277,8 @@ def vocab_size(config: dict[str, Any]) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def check_model(model: dict[str, Any], config: dict[str, Any] | None, combo: Combo,
-                draft_config: dict[str, Any] | None) -> None:  # fmt: skip
+def check_model(model: dict[str, Any], config: dict[str, Any] | None, draft_config: dict[str, Any] | None,
+                combo: Combo) -> None:  # fmt: skip
     """MoE fields on a dense model, a draft whose vocabulary (tokenizer) differs from the model's: where the
     configs are at hand."""
     if config is None:

@@ -1,0 +1,158 @@
+"""The PyTorch flow's speculative / attention_dp / moe axes: points, ids, LLM API options checked against the
+releases' decoding configs (src/trtsweep/toolchain/llmapi/args/<release>.json), and the plan-time refusals."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.sweep import planning, pytorch_axes
+from trtsweep.toolchain.llmapi import args
+
+RELEASES = ("1.0", "1.1", "1.2")
+NGRAM = {"name": "ngram", "decoding_type": "NGram", "max_draft_len": 4, "options": {"max_matching_ngram_size": 2}}
+DRAFT = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+EAGLE = {"name": "eagle3", "decoding_type": "Eagle", "max_draft_len": 3, "draft": {"repo_id": DRAFT},
+         "options": {"eagle3_one_model": True}}  # fmt: skip
+
+
+def sweep(release: str = "1.2", **over: Any) -> dict[str, Any]:
+    return {
+        "name": "axes",
+        "backend": "tensorrtllm",
+        "flow": "pytorch",
+        "servers": ["trtllm-serve"],
+        "trtllm": {"version": f"{release}.0", "family": "llama"},
+        "models": [{"repo_id": "Org/Model-8B", "name": "m"}],
+        "precisions": ["bf16"],
+        "parallelism": [{"tp": 1, "pp": 1}],
+        "max_batch_sizes": [8],
+        "lengths": [{"input": 512, "output": 64}],
+        "streaming": [True],
+        "benchmark": {"concurrency": [1], "input_data": "data/prompts.jsonl"},
+        **over,
+    }
+
+
+def refusal(value: dict[str, Any]) -> str:
+    with pytest.raises(TrtsweepError) as err:
+        planning.expand(value)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_speculative_variants_are_points_with_their_config(release):
+    points = planning.expand(sweep(release, speculative=["none", NGRAM, EAGLE]))
+    stem = "m_bf16_tp1pp1_bs8_isl512osl64_stream"
+    assert [p["id"] for p in points] == [f"{stem}_pytorch-serve", f"{stem}_spec-ngram_pytorch-serve",
+                                         f"{stem}_spec-eagle3_pytorch-serve"]  # fmt: skip
+    assert [p["speculative"] for p in points] == ["none", "ngram", "eagle3"]
+    assert [p["config"] for p in points] == [stem, f"{stem}_spec-ngram", f"{stem}_spec-eagle3"]
+    assert "speculative_config" not in points[0]["llm_api"]
+    assert points[1]["llm_api"]["speculative_config"] == {"decoding_type": "NGram", "max_draft_len": 4,
+                                                          "max_matching_ngram_size": 2}  # fmt: skip
+    assert points[2]["llm_api"]["speculative_config"] == {"decoding_type": "Eagle", "max_draft_len": 3,
+                                                          "eagle3_one_model": True}  # fmt: skip
+    assert points[2]["draft_model"] == {"repo_id": DRAFT, "revision": None}
+    # on the host, the draft's directory under the release's own field name; the result is the release's LLM API
+    placed = pytorch_axes.with_draft(points[2]["llm_api"], release, "/hf/draft")
+    field = "speculative_model" if release == "1.2" else "speculative_model_dir"
+    assert placed["speculative_config"][field] == "/hf/draft"
+    args.check_options(release, placed)
+
+
+def test_a_sweep_without_the_axes_plans_as_before():
+    plain = planning.expand(sweep())
+    assert not {"speculative", "attention_dp", "moe_ep", "moe_tp", "draft_model"} & set(plain[0])
+    none = planning.expand(sweep(speculative=["none"]))
+    assert none[0]["id"] == plain[0]["id"] and none[0]["llm_api"] == plain[0]["llm_api"]
+
+
+def test_attention_dp_and_moe_make_points_that_fit_the_tp():
+    value = sweep(parallelism=[{"tp": 4}, {"tp": 8}], attention_dp=[False, True],
+                  moe=[{"ep": 4, "tp": 1, "backend": "CUTLASS"}, {"ep": 8}])  # fmt: skip
+    points = planning.expand(value)
+    # tp 4 takes moe ep 4 x tp 1, tp 8 takes ep 8 x tp 1: the other pairs are no TensorRT-LLM layout
+    assert [p["id"].split("_stream")[1] for p in points] == [
+        "_moe-ep4tp1-cutlass_pytorch-serve", "_moe-ep4tp1-cutlass_adp_pytorch-serve",
+        "_moe-ep8tp1_pytorch-serve", "_moe-ep8tp1_adp_pytorch-serve"]  # fmt: skip
+    adp = points[1]["llm_api"]
+    assert (adp["enable_attention_dp"], adp["moe_expert_parallel_size"], adp["moe_tensor_parallel_size"]) == (
+        True, 4, 1)  # fmt: skip
+    assert adp["moe_config"] == {"backend": "CUTLASS"} and "moe_config" not in points[2]["llm_api"]
+    assert (points[1]["attention_dp"], points[1]["moe_ep"], points[1]["moe_tp"]) == (True, 4, 1)
+
+
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"flow": ["engine", "pytorch"], "speculative": ["none", NGRAM]},
+         "sweep field 'speculative': the engine flow (trtllm-build + Triton) is measured here without it"),
+        ({"speculative": [{**EAGLE, "draft": None}]}, "sweep field 'speculative[0].draft': Eagle needs a draft model"),
+        ({"speculative": [{**NGRAM, "draft": {"repo_id": "a/b"}}]},
+         "sweep field 'speculative[0].draft': NGram drafts without a draft model"),
+        ({"speculative": [{**NGRAM, "max_draft_len": None}]},
+         "sweep field 'speculative[0].max_draft_len': NGram drafts up to max_draft_len tokens a step: give it"),
+        ({"speculative": [{**NGRAM, "options": {"max_matching_ngram": 2}}]},
+         "sweep field 'speculative[0]': speculative_config.max_matching_ngram: TensorRT-LLM 1.2's LLM API has no such "
+         "option; did you mean 'max_matching_ngram_size'?"),
+        ({"attention_dp": [True]}, "sweep field 'attention_dp': attention DP spreads requests over the tp ranks"),
+        ({"moe": [{"ep": 2}]}, "sweep field 'moe[0]': moe tp x ep = 2 is no parallelism entry's tp (1)"),
+        ({"parallelism": [{"tp": 2}], "moe": [{"ep": 2}], "pytorch": {"ep": 2}},
+         "sweep field 'pytorch.ep': moe: sets the expert parallelism of each point: give moe or pytorch.ep"),
+        ({"speculative": [NGRAM], "llm_api": {"speculative_config": {"decoding_type": "AUTO"}}},
+         "sweep field 'llm_api.speculative_config': set by the sweep's speculative: axis"),
+    ],
+)  # fmt: skip
+def test_what_a_point_cannot_take_is_refused_in_one_line(over, message):
+    got = refusal(sweep(**over))
+    assert got.startswith(message) and "\n" not in got, got
+
+
+def test_a_decoding_field_follows_its_release():
+    """NGramDecodingConfig.is_auto_heuristic is 1.0's only (removed at 1.1)."""
+    flagged = {**NGRAM, "options": {"is_auto_heuristic": False}}
+    planning.expand(sweep("1.0", speculative=[flagged]))
+    assert "is_auto_heuristic: TensorRT-LLM 1.1's LLM API has no such option" in refusal(
+        sweep("1.1", speculative=[flagged]))  # fmt: skip
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_speculative_config_is_dispatched_on_its_decoding_type(release):
+    """DecodingBaseConfig.from_dict: the decoding types of the release; Eagle3 is none of 1.0 .. 1.2's."""
+    with pytest.raises(TrtsweepError, match=rf"llm_api\.speculative_config\.decoding_type: TensorRT-LLM {release} "
+                                            r"takes one of MTP, Medusa, Eagle.*got 'Eagle3'"):  # fmt: skip
+        args.check_options(release, {"speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 3}})
+    with pytest.raises(TrtsweepError, match=r"expected a mapping with a decoding_type"):
+        args.check_options(release, {"speculative_config": 3})
+    args.check_options(release, {"speculative_config": {"decoding_type": "MTP", "num_nextn_predict_layers": 3}})
+
+
+def test_moe_on_a_dense_model_and_a_draft_of_another_vocabulary_are_refused(tmp_path, monkeypatch):
+    dense, moe = tmp_path / "dense", tmp_path / "moe"
+    for where, config in ((dense, {"vocab_size": 1000}), (moe, {"vocab_size": 1000, "num_local_experts": 8})):
+        where.mkdir()
+        (where / "config.json").write_text(json.dumps(config))
+    value = sweep(parallelism=[{"tp": 2}], moe=[{"ep": 2}], search={"model_dirs": {"m": str(dense)}})
+    assert refusal(value).startswith("sweep field 'moe[0]': Org/Model-8B is a dense model (its config.json names "
+                                     "none of num_local_experts")  # fmt: skip
+    planning.expand({**value, "search": {"model_dirs": {"m": str(moe)}}})
+    drafts = {DRAFT: {"vocab_size": 32000}}
+    real = pytorch_axes.read_config
+    monkeypatch.setattr(pytorch_axes, "read_config", lambda repo, rev, dirs=None, name=None: drafts.get(repo) or
+                        real(repo, rev, dirs, name))  # fmt: skip
+    spec = sweep(speculative=[EAGLE], search={"model_dirs": {"m": str(moe)}})
+    assert refusal(spec) == (f"sweep field 'speculative[0].draft': {DRAFT} has a vocabulary of 32000 tokens, "
+                             "Org/Model-8B of 1000: a draft must share the model's tokenizer")  # fmt: skip
+
+
+def test_the_hf_backend_takes_ngram_drafting_only():
+    hf = {"backend": "hf", "trtllm": None, "precisions": ["float32"]}
+    points = planning.expand(sweep(**hf, speculative=["none", NGRAM]))
+    assert points[1]["llm_api"]["speculative_config"]["decoding_type"] == "NGram"
+    assert refusal(sweep(**hf, speculative=[EAGLE])).startswith(
+        "sweep field 'speculative[0].decoding_type': the hf backend's stand-ins draft by NGram only")  # fmt: skip
+    assert refusal(sweep(**hf, attention_dp=[False, True])).startswith("sweep field 'attention_dp': backend hf")
