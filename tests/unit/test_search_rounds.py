@@ -213,3 +213,37 @@ def test_a_host_gone_since_the_prepare_play_gets_a_problem_whatever_its_facts():
     assert got["b"]["problems"] == ["unreachable earlier in this run, nothing more sent to it: ssh: connect timed out"]
     assert got["c"]["problems"] == ["failed earlier in this run (see above), nothing more sent to it"]
     assert facts["problems"] == []  # the prepare play's facts are left as they were
+
+
+def test_the_budget_bounds_the_first_round_and_the_report_says_what_it_left_unmeasured(tmp_path):
+    # a point costs about 3.1 GPU-minutes here (the defaults: 120 s before the benchmark, 4 levels x 16 requests x
+    # 1 s): 4 GPU-minutes buy one of the two configurations, the sweep's first
+    spec = {"strategy": "grid", "budget_gpu_minutes": 4}
+    first = runplan.make_plan(sweep(spec), hosts("a", "b"), tmp_path)
+    results = tmp_path / "s"
+    assert [p["id"] for p in first["points"]] == [F32]
+    (drop,) = first["search"]["dropped"]
+    assert drop["config"] == INT8 and drop["budget"] and drop["round"] == 0
+    assert drop["why"].startswith(
+        "not measured: within the budget (4 GPU-minutes, 0.0 spent) round 1 could measure "
+        "1 of its 2 configurations, the best first; this one would have cost about 3.1"
+    )
+    assert first["search"]["estimates"][-1].startswith("budget 4 GPU-minutes: grid measures 1 of 2 configurations "
+                                                       f"(left unmeasured: {INT8})")  # fmt: skip
+    measured_ok(results, first, F32, 40.0)
+    second = runplan.make_plan(sweep(spec), hosts("a", "b"), tmp_path, search_round=2, run_id=first["run_id"])
+    assert second["points"] == [] and not second["search"]["more"]
+    lines = report_search.lines(results)
+    assert f"dropped before round 1: {INT8}: not measured: within the budget" in "\n".join(lines)
+    assert lines[-2] == f"budget: 4 GPU-minutes, 1.0 spent; left unmeasured: {INT8}"
+
+
+def test_a_budget_without_a_capacity_search_is_refused_naming_the_field():
+    from trtsweep.errors import TrtsweepError
+    from trtsweep.sweep.schema import validate
+
+    plain = sweep({"budget_gpu_minutes": 10})
+    del plain["benchmark"]["load"], plain["slo"]
+    with pytest.raises(TrtsweepError, match=r"search\.budget_gpu_minutes.*give benchmark\.load"):
+        validate(plain)
+    validate({**plain, "search": {"strategy": "auto"}})  # auto without a capacity search: one plain round
