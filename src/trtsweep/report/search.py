@@ -64,11 +64,13 @@ def lines(results_dir: Path) -> list[str]:
     if not isinstance(ledger, dict):
         return []
     measured = history(results_dir, ledger)
-    points = sum(len(r) for r in measured.values())
+    points = sum(not o.lost for r in measured.values() for o in r.values())
+    lost = sum(len(r) for r in measured.values()) - points
     spent = sum(o.gpu_s for r in measured.values() for o in r.values()) / 60.0
     full = [o for r in measured.values() for o in r.values() if o.fidelity >= 1 and not o.lost]
     head = (f"search {ledger['strategy']}: {len(ledger['configs'])} configurations, {len(measured)} rounds, "
-            f"{points} points measured, {spent:.1f} GPU-minutes")  # fmt: skip
+            f"{points} points measured{f' ({lost} more lost with their host)' if lost else ''}, {spent:.1f} "
+            f"GPU-minutes")  # fmt: skip
     if full:
         grid = len(ledger["configs"]) * sum(o.gpu_s for o in full) / len(full) / 60.0
         head += f" (the grid, every configuration at the full benchmark: about {grid:.1f})"
