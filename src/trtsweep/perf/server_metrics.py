@@ -163,6 +163,31 @@ def iteration_summary(stats: list[dict[str, Any]]) -> dict[str, Any]:
         "kv_used_fraction_mean": _mean(kv),
         "kv_used_fraction_max": max(kv) if kv else None,
         "gpu_mem_max_bytes": max(gpu_mem) if gpu_mem else None,
+        **spec_decoding([s.get("specDecodingStats") for s in items]),
+    }
+
+
+# specDecodingStats of an iteration (executor SpecDecodingStats, cpp/include/tensorrt_llm/executor/types.h; JSON names
+# numDraftTokens, numAcceptedTokens, numRequestsWithDraftTokens, acceptanceLength, iterLatencyMS, draftOverhead from
+# cpp/tensorrt_llm/executor/jsonSerialization.cpp): the iteration's own counts, which the PyTorch executor fills while
+# a speculative_config drafts (tensorrt_llm/_torch/pyexecutor/py_executor.py _update_iter_stats). A level's rates are
+# taken from its sums, never as a mean of per-iteration rates: acceptance_rate = accepted / drafted tokens,
+# acceptance_length = (accepted + requests drafted for) / requests drafted for (tokens a drafted request gains a step).
+
+
+def spec_decoding(stats: list[Any]) -> dict[str, Any]:
+    """A level's speculative decoding from its iterations' specDecodingStats ({} when none has them)."""
+    items = [s for s in stats if isinstance(s, dict)]
+    if not items:
+        return {}
+    drafted = sum(_number(s.get("numDraftTokens")) for s in items)
+    accepted = sum(_number(s.get("numAcceptedTokens")) for s in items)
+    requests = sum(_number(s.get("numRequestsWithDraftTokens")) for s in items)
+    return {
+        "spec_draft_tokens": drafted,
+        "spec_accepted_tokens": accepted,
+        "acceptance_rate": accepted / drafted if drafted else None,
+        "acceptance_length": (accepted + requests) / requests if requests else None,
     }
 
 
