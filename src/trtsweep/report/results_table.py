@@ -33,6 +33,12 @@ What the point's GPUs did during each level (llm-perf --gpu-telemetry, trtsweep.
 point or a host without NVML): `gpu_name`, `gpu_util_pct`, `gpu_mem_peak_mb`, `gpu_power_w` (the point's GPUs
 together, mean), `gpu_energy_j`, `gpu_sm_clock_mhz` and `out_tok_per_joule` (output tokens/s over that power).
 
+The PyTorch flow's axes (trtsweep.sweep.pytorch_axes; empty for a sweep without them): `speculative` (the variant's
+name, "none" without), `attention_dp`, `moe_ep`; per level, from trtllm-serve's iteration stats (specDecodingStats,
+trtsweep.perf.server_metrics.spec_decoding), `acceptance_rate` (accepted / drafted tokens) and `acceptance_length`
+(tokens a drafted request gains a step; empty where the server reports none: no speculative decoding, or Triton).
+`gpus` counts every GPU the point's workers were placed on.
+
 Two columns say whether a row's numbers can be trusted at all: `point_status` (the point's status record: only an
 "ok" point's levels are candidates for the verdict) and `server_identity_error` (llm-perf's --expect-server-id
 check found another server, or none, before or after the level: its numbers are not the point's server's).
@@ -55,7 +61,8 @@ LATENCIES = ("ttft", "tpot", "icl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99")
 # config: the point's configuration whatever flow and server measure it (the id less its flow/server part)
 SETTINGS = ("model", "model_revision", "backend", "flow", "server", "config", "precision", "tp", "pp", "world_size",
-            "max_batch_size", "max_input_len", "max_output_len", "streaming", "protocol", "workload")  # fmt: skip
+            "max_batch_size", "max_input_len", "max_output_len", "streaming", "protocol", "workload", "speculative",
+            "attention_dp", "moe_ep")  # fmt: skip
 # not copied from point.json as they are
 OWN = ("model", "model_revision", "protocol", "flow", "server", "config", "workload")
 WHERE = ("host", "gpus", "gpu_ids", "run_id", "settings_hash", "trtsweep", "trtsweep_build", "tensorrt_llm", "triton")
@@ -74,7 +81,7 @@ ACCURACY = ACCURACY_METRICS  # every score an SLO may judge by is a column
 COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT, *TELEMETRY, *CAPACITY, *SEARCH,
            *(f"{m}_{s}_ms" for m in LATENCIES for s in STATS), *ACCURACY, "accuracy_n",
            "server_requests", "server_queue_ms", "server_compute_ms", "server_batch_mean",
-           "server_kv_used_max", "kv_reused_blocks", "kv_hit_rate")  # fmt: skip
+           "server_kv_used_max", "kv_reused_blocks", "kv_hit_rate", "acceptance_rate", "acceptance_length")  # fmt: skip
 SLO_LATENCIES = {"ttft_p99_ms": "ttft_ms", "tpot_p99_ms": "tpot_ms", "e2e_p99_ms": "e2e_ms"}
 _VERSION = re.compile(r"^\|\s*server_version\s*\|\s*(\S+)", re.MULTILINE)
 
@@ -198,6 +205,9 @@ def _level_columns(summary: dict[str, Any], gpus: int) -> dict[str, Any]:
     out["server_compute_ms"] = model.get("compute_ms_per_request")
     out["server_batch_mean"] = iterations.get("batch_mean")  # requests scheduled per iteration
     out["server_kv_used_max"] = iterations.get("kv_used_fraction_max")
+    # speculative decoding over the level: accepted / drafted tokens, tokens a drafted request gains a step
+    out["acceptance_rate"] = iterations.get("acceptance_rate")
+    out["acceptance_length"] = iterations.get("acceptance_length")
     kv = server.get("kv_reuse") or {}  # TensorRT-LLM's own block reuse counts over the level (none on the hf backend)
     out["kv_reused_blocks"] = kv.get("kv_reused_blocks")
     out["kv_hit_rate"] = kv.get("kv_hit_rate")
