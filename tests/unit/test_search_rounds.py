@@ -187,7 +187,10 @@ def test_auto_is_the_cheaper_estimate_said_and_kept_for_the_rerun(tmp_path):
     # the search's records make every estimate different now; the rerun keeps the recorded choice all the same
     for point in plan["points"]:
         measured_ok(results, plan, point["id"], 40.0)
-    assert runplan.make_plan(sweep(), hosts("a"), tmp_path)["kept"] == sorted(CONFIGS)
+    again = runplan.make_plan(sweep(), hosts("a"), tmp_path)
+    assert again["kept"] == sorted(CONFIGS) and again["search"]["strategy"] == "grid"
+    assert ledger["chosen"] in again["search"]["estimates"]  # the plan says the recorded choice, not a new one
+    assert "estimates from 2 earlier points of this sweep" in "\n".join(again["search"]["estimates"])
     # sixteen configurations of 400 requests per level: screening pays
     many = {**sweep(None, ("float32", "int8", "bfloat16", "float16")), "max_batch_sizes": [1, 2, 4, 8]}
     many["benchmark"] = {**many["benchmark"], "num_requests": 400}

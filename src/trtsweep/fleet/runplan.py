@@ -126,7 +126,7 @@ def make_plan(
             "chosen": record.why,
             "dropped": [d for d in ledger["dropped"] if d["round"] == search_round - 1],
             # before anything runs: what each strategy would spend
-            "estimates": estimate.estimates(grid, spec, records, results_dir) if search_round == 1 else [],
+            "estimates": estimate.estimates(grid, spec, records, results_dir, record.why) if search_round == 1 else [],
         },
     }
     if write:

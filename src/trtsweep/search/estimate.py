@@ -68,10 +68,11 @@ def choose(grid: list[dict[str, Any]], spec: SearchSpec, records: int, results_d
                     f"AIConfigurator's answers)")  # fmt: skip
 
 
-def estimates(grid: list[dict[str, Any]], spec: SearchSpec, records: int, results_dir: Path) -> list[str]:
+def estimates(grid: list[dict[str, Any]], spec: SearchSpec, records: int, results_dir: Path,
+              chosen: str | None = None) -> list[str]:  # fmt: skip
     """One line per strategy: its points and GPU-minutes (grid, halving, predicted), where the costs come from,
-    auto's choice and what the budget buys; `records`: the prompts file's (a level's requests when the benchmark
-    gives no num_requests)."""
+    auto's choice (`chosen`: the one the search recorded when it began, else made now) and what the budget buys;
+    `records`: the prompts file's (a level's requests when the benchmark gives no num_requests)."""
     if not grid or not grid[0]["benchmark"].get("load"):
         return []
     requests = int(grid[0]["benchmark"].get("num_requests") or records)
@@ -90,7 +91,7 @@ def estimates(grid: list[dict[str, Any]], spec: SearchSpec, records: int, result
         f"AIConfigurator cannot predict) up to the grid's",
         f"estimates {priced.source}; {levels} levels per full capacity search, {requests} requests per level",
     ]
-    lines += [why] if (why := choose(grid, spec, records, results_dir)[1]) else []
+    lines += [why] if (why := chosen or choose(grid, spec, records, results_dir)[1]) else []
     if spec.budget_gpu_minutes is not None:
         lines.append(_buys(grid, spec, records, priced))
     return lines
