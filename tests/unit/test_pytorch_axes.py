@@ -4,13 +4,17 @@ releases' decoding configs (src/trtsweep/toolchain/llmapi/args/<release>.json), 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.sweep import planning, pytorch_axes
-from trtsweep.toolchain.llmapi import args
+from trtsweep.toolchain.llmapi import args, serve
+
+ROOT = Path(__file__).resolve().parents[2]
 
 RELEASES = ("1.0", "1.1", "1.2")
 NGRAM = {"name": "ngram", "decoding_type": "NGram", "max_draft_len": 4, "options": {"max_matching_ngram_size": 2}}
@@ -156,3 +160,21 @@ def test_the_hf_backend_takes_ngram_drafting_only():
     assert refusal(sweep(**hf, speculative=[EAGLE])).startswith(
         "sweep field 'speculative[0].decoding_type': the hf backend's stand-ins draft by NGram only")  # fmt: skip
     assert refusal(sweep(**hf, attention_dp=[False, True])).startswith("sweep field 'attention_dp': backend hf")
+
+
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("name", ["llama31_8b_speculative.yml", "qwen3_moe_attention_dp.yml"])
+def test_the_example_sweeps_options_and_commands_are_each_releases(name, release):
+    """sweeps/'s speculative and MoE sweeps planned against 1.0, 1.1 and 1.2: every point's LLM API options (the
+    draft's directory set as the host sets it) pass the release's LLM API table, its trtllm-serve command the
+    release's click options."""
+    value = yaml.safe_load((ROOT / "sweeps" / name).read_text())["trtsweep_sweep"]
+    value["trtllm"]["version"] = f"{release}.0"
+    points = planning.expand(value)
+    assert points and any(set(pytorch_axes.AXIS_OPTIONS) & set(p["llm_api"]) for p in points)
+    for point in points:
+        options = pytorch_axes.with_draft(point["llm_api"], release, "/hf/draft")
+        args.check_options(release, options)
+        spec = serve.ServeSpec(model="/hf/m", options_file="/w/o.yml", port=8000, tp=point["tp"], pp=point["pp"],
+                               ep=options.get("moe_expert_parallel_size"))  # fmt: skip
+        serve.argv(release, spec)
