@@ -68,6 +68,17 @@ def test_speculative_variants_are_points_with_their_config(release):
     args.check_options(release, placed)
 
 
+def test_the_engine_flows_points_are_planned_without_the_axes():
+    both = {"flow": ["engine", "pytorch"], "servers": ["triton"]}
+    plain = planning.expand(sweep(**both))
+    points = planning.expand(sweep(**both, speculative=["none", NGRAM], attention_dp=[False, True],
+                                   parallelism=[{"tp": 2}], moe=[{"ep": 2}]))  # fmt: skip
+    engine = [p for p in points if p["flow"] == "engine"]
+    assert len(engine) == 1 and engine[0]["id"] == plain[0]["id"].replace("tp1", "tp2")
+    assert not {"speculative", "attention_dp", "moe_ep"} & set(engine[0])
+    assert len([p for p in points if p["flow"] == "pytorch"]) == 4
+
+
 def test_a_sweep_without_the_axes_plans_as_before():
     plain = planning.expand(sweep())
     assert not {"speculative", "attention_dp", "moe_ep", "moe_tp", "draft_model"} & set(plain[0])
@@ -93,8 +104,8 @@ def test_attention_dp_and_moe_make_points_that_fit_the_tp():
 @pytest.mark.parametrize(
     ("over", "message"),
     [
-        ({"flow": ["engine", "pytorch"], "speculative": ["none", NGRAM]},
-         "sweep field 'speculative': the engine flow (trtllm-build + Triton) is measured here without it"),
+        ({"flow": "engine", "trtllm": {"version": "1.2.0", "family": "llama"}, "speculative": ["none", NGRAM]},
+         "sweep field 'speculative': an axis of the pytorch flow, and every point of this sweep is the engine flow's"),
         ({"speculative": [{**EAGLE, "draft": None}]}, "sweep field 'speculative[0].draft': Eagle needs a draft model"),
         ({"speculative": [{**NGRAM, "draft": {"repo_id": "a/b"}}]},
          "sweep field 'speculative[0].draft': NGram drafts without a draft model"),

@@ -347,7 +347,7 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
     ):
         field = f"models[{models.index(model)}].flow" if "flow" in model else "flow"
         pairs = flows.variants(model.get("flow", sweep_flows), servers, field)
-        for (flow, server), combo in itertools.product(pairs, [c for c in axes if pytorch_axes.fits(c, tp)]):
+        for (flow, server), combo in ((pair, c) for pair in pairs for c in pytorch_axes.of_point(axes, pair[0], tp)):
             stem = f"{model['name']}_{precision}_tp{tp}pp{pp}_bs{bs}_isl{isl}osl{osl}_{'stream' if stream else 'sync'}"
             stem += pytorch_axes.id_part(combo)
             point_id = stem + flows.id_suffix(flow, server)

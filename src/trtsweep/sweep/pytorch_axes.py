@@ -14,8 +14,9 @@ axes, for the pytorch flow only:
   `moe_config: {backend, max_num_tokens}`; TensorRT-LLM splits the tp ranks into moe tp x moe ep, so an entry
   measures only the parallelism entries whose tp is its tp x ep (the others are not combined with it).
 
-What each value cannot take is refused at plan time in one line naming the field: any of them in the engine flow
-(trtllm-build's engines are built without them here), a decoding type the release or the PyTorch backend does not
+The engine flow's points of a sweep are planned without the axes (trtllm-build's engines are built without them
+here), as before; a sweep whose points are all the engine flow's is refused with them. What each value cannot take is
+refused at plan time in one line naming the field: a decoding type the release or the PyTorch backend does not
 have (Medusa and Lookahead are not the PyTorch backend's: their supports_backend), a draft where there is none to
 give or none where one is needed, attention DP on one rank, MoE fields on a model whose config.json names no
 experts, a draft whose vocabulary is not the model's; on the hf backend (the CPU bed's stand-ins, one rank) n-gram
@@ -103,9 +104,9 @@ def check_sweep(sweep: dict[str, Any], backend: str, used_flows: set[str], paral
     """What the sweep as a whole cannot take: the axes in the engine flow, on the hf backend's one rank, beside
     `pytorch.ep` or the same `llm_api:` keys, a MoE entry no parallelism entry fits."""
     active = [key for key in ("speculative", "attention_dp", "moe") if _active(sweep, key)]
-    if active and "engine" in used_flows:
-        raise _fail(active[0], "the engine flow (trtllm-build + Triton) is measured here without it: use flow: "
-                               "pytorch (a model entry's flow: for the engine flow's points)")  # fmt: skip
+    if active and "pytorch" not in used_flows:
+        raise _fail(active[0], "an axis of the pytorch flow, and every point of this sweep is the engine flow's "
+                               "(trtllm-build + Triton, planned without it): add flow: pytorch")  # fmt: skip
     if backend == "hf":
         for key in ("attention_dp", "moe"):
             if _active(sweep, key):
@@ -145,9 +146,15 @@ def _axis_of(option: str, sweep: dict[str, Any]) -> str | None:
     return axis if sweep.get(axis) is not None else None
 
 
-def fits(combo: Combo, tp: int) -> bool:
-    """Whether a parallelism entry of `tp` ranks takes the combination: a MoE entry needs tp = moe tp x moe ep."""
-    return combo.moe is None or combo.moe["ep"] * combo.moe.get("tp", 1) == tp
+ENGINE = Combo(None, None, None, None)  # an engine-flow point: planned as without the axes
+
+
+def of_point(axes: list[Combo], flow: str, tp: int) -> list[Combo]:
+    """The combinations a point of `flow` and `tp` ranks takes: the engine flow's points none of the axes (their
+    ids, options and hashes as before); a MoE entry only where tp = moe tp x moe ep."""
+    if flow == "engine":
+        return [ENGINE]
+    return [c for c in axes if c.moe is None or c.moe["ep"] * c.moe.get("tp", 1) == tp]
 
 
 def check_point(combo: Combo, release: str, tp: int) -> None:
