@@ -13,6 +13,8 @@ Settings come from LLM API arguments (`from_llm_args`: model.yaml, or trtllm-ser
     max_seq_len      prompt + max_tokens limit of a request (default: the checkpoint's max_position_embeddings)
     enable_iter_perf_stats, iter_stats_max_iterations
                      keep per-iteration stats (IterationStats below) in a queue of that many (default 1000)
+    speculative_config  decoding_type NGram only: n-gram drafts verified against the decoded tokens, reported as each
+                     iteration's specDecodingStats (trtsweep.serve.ngram_draft; decoding stays one token a pass)
     trtsweep_hf:     trtsweep's own keys, not LLM API ones: device (auto | cpu | cuda | cuda:N, default auto),
                      torch_threads (torch's intra-op threads, 0 = torch's default)
 
@@ -45,12 +47,14 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
+from trtsweep.serve import ngram_draft
+
 log = logging.getLogger("trtsweep.hf")
 
 # int8: weights quantized to int8 per tensor with torch's dynamic quantization (CPU), activations float32
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.float32}
 USED_ARGS = ("model", "tokenizer", "dtype", "max_batch_size", "max_seq_len", "enable_iter_perf_stats",
-             "iter_stats_max_iterations", "trtsweep_hf")  # fmt: skip
+             "iter_stats_max_iterations", "trtsweep_hf", "speculative_config")  # fmt: skip
 HF_KEYS = ("device", "torch_threads")
 DEFAULT_MAX_BATCH_SIZE = 2048  # TorchLlmArgs sets it when None
 SLOT_POLL_S = 0.1  # how often a request waiting for a slot checks its cancellation
@@ -68,6 +72,7 @@ class Settings:
     torch_threads: int = 0
     iter_perf_stats: bool = False
     iter_stats_max_iterations: int = DEFAULT_ITER_STATS_MAX_ITERATIONS
+    speculative: ngram_draft.NGramSettings | None = None
 
 
 def _positive(name: str, value: Any) -> int:
@@ -104,6 +109,7 @@ def from_llm_args(args: Mapping[str, Any]) -> tuple[Settings, list[str]]:
         torch_threads=threads,
         iter_perf_stats=iter_stats,
         iter_stats_max_iterations=_positive("iter_stats_max_iterations", max_iterations),
+        speculative=ngram_draft.from_config(args.get("speculative_config")),
     )
     return settings, sorted(k for k in args if k not in USED_ARGS)
 
@@ -174,7 +180,7 @@ class IterationStats:
             self.counts[name] += change
 
     def record(self, latency_ms: float, context_tokens: int, queue_ms: float | None, completed: bool,
-               gpu_mem: int) -> None:  # fmt: skip
+               gpu_mem: int, spec: dict[str, float] | None = None) -> None:  # fmt: skip
         """One forward pass: context_tokens > 0 for a request's first (its prompt), whose queue time is queue_ms."""
         context = context_tokens > 0
         with self._lock:
@@ -193,6 +199,7 @@ class IterationStats:
                     "numScheduledRequests": 1, "numContextRequests": int(context), "numGenRequests": int(not context),
                     "numPausedRequests": 0, "numCtxTokens": context_tokens,
                 },
+                **({"specDecodingStats": spec} if spec is not None else {}),
             })  # fmt: skip
             self._iter += 1
 
@@ -318,14 +325,15 @@ class Engine:
         finally:
             self.iteration_stats.count(name, -1)
 
-    def _record_step(self, gen: Generation, context_tokens: int, started: float) -> None:
+    def _record_step(self, gen: Generation, context_tokens: int, started: float,
+                     spec: dict[str, float] | None) -> None:  # fmt: skip
         if self.iteration_stats is None:
             return
         queued = (gen.scheduled_ns - gen.arrival_ns) / 1e6 if gen.scheduled_ns is not None else None
         gpu_mem = torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0
         latency_ms = (time.perf_counter() - started) * 1000.0
         completed = gen.finish_reason in ("stop", "length")
-        self.iteration_stats.record(latency_ms, context_tokens, queued, completed, gpu_mem)
+        self.iteration_stats.record(latency_ms, context_tokens, queued, completed, gpu_mem, spec)
 
     def _decode(self, gen: Generation, cancelled: Callable[[], bool]) -> Iterator[Delta]:
         sampling, out = gen.sampling, gen.output_ids
@@ -334,6 +342,7 @@ class Engine:
         step_input = torch.tensor([gen.prompt_ids], dtype=torch.long, device=self.device)
         cache, sent = {self._cache_arg: DynamicCache()}, 0  # the KV cache (updated in place); output tokens sent
         prefilled = False  # the first forward pass takes the prompt
+        steps = ngram_draft.DraftSteps(self.settings.speculative) if self.settings.speculative else None
         with torch.inference_mode():
             while True:
                 if len(out) >= sampling.max_tokens:
@@ -346,8 +355,11 @@ class Engine:
                 result = self.model(input_ids=step_input, use_cache=True, **cache)
                 logits = self._penalized(result.logits[0, -1, :], out, sampling)
                 token = self._pick(logits, sampling, generator)
+                spec = steps.feed([*gen.prompt_ids, *out], token) if steps is not None else None
                 self._accept(gen, token, logits, stops)
-                self._record_step(gen, 0 if prefilled else step_input.shape[1], started)
+                if steps is not None and spec is not None and gen.finish_reason is not None:
+                    spec = ngram_draft.add(spec, steps.close())  # a step the generation ends inside
+                self._record_step(gen, 0 if prefilled else step_input.shape[1], started, spec)
                 prefilled = True
                 if gen.finish_reason is not None:  # the text not sent yet goes out with the final delta
                     break
