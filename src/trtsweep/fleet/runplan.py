@@ -161,8 +161,10 @@ def close_round(results_dir: Path, previous: dict[str, Any]) -> None:
     run_id = previous["run_id"]
     unreachable_at = status.run_events(results_dir, run_id).get("unreachable_at", {})
     for record in status.close_run(results_dir, previous):
-        if record["status"] == "lost" and record.get("started_at") and not record.get("finished_at"):
-            at = unreachable_at.get(record["host"])
+        if record["status"] != "lost" or not record.get("started_at"):
+            continue
+        at = unreachable_at.get(record["host"])
+        if at is not None or not record.get("finished_at"):
             when = dt.datetime.fromtimestamp(at, dt.timezone.utc).isoformat(timespec="seconds") if at else now()
             status.write(results_dir, {**record, "finished_at": when})
 
