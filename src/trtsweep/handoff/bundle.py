@@ -8,7 +8,8 @@ build records and the benchmark's summary) and writes `<out>/`:
     model_repository/           Triton: the repository exactly as it was served, host paths turned into ${TRTSWEEP_*}
                                 variables (engine flow: inflight_batcher_llm; pytorch flow: the llmapi model.yaml)
     render_repository.py        fills those variables in (Python 3 standard library only)
-    llm_api_options.yml         pytorch flow: the LLM API options the point was served with
+    llm_api_options.yml         pytorch flow: the LLM API options the point was served with (its speculative_config
+                                too; bundle.json's `speculative` names the variant and its draft model)
     build/                      how the artifacts were made: the recorded commands (*.json), their logs, build.sh
     launch/native.sh            the server on the host: tritonserver (mpirun for an engine of TP x PP > 1; one process
                                 for the pytorch flow, whose LLM API starts its ranks) or trtllm-serve
@@ -119,6 +120,10 @@ def write_bundle(
         "evidence": [headline(lv, lv.get("summary", {})) for lv in summary.get("levels", [])],
         "smoke_command": smoke_command(point),
     }
+    if point.get("speculative") not in (None, "none"):  # the variant measured, its config and its draft model
+        config = (point.get("llm_api") or {}).get("speculative_config") or {}
+        manifest["speculative"] = {"variant": point["speculative"], "speculative_config": config,
+                                   "draft_model": point.get("draft_model")}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     options = options_file.read_text(encoding="utf-8") if pytorch else None
     written: dict[str, str] = {f"model_repository/{rel}": text for rel, text in files.items()}
