@@ -24,6 +24,7 @@ from markupsafe import Markup
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from trtsweep.report import speculative
 from trtsweep.report.answer import Answer
 from trtsweep.report.results_table import cell
 from trtsweep.report.templating import environment
@@ -299,6 +300,12 @@ def flow_tables(rows: Sequence[dict[str, Any]]) -> list[tuple[str, SideBySide]]:
             for config, found in flows_compared(rows).items()]  # fmt: skip
 
 
+def speculative_tables(rows: Sequence[dict[str, Any]]) -> list[tuple[str, SideBySide]]:
+    """Each configuration's speculative variants on one server side by side: (configuration on server, table)."""
+    return [(key, _side_by_side(found, speculative.COLUMNS, [(v, None) for v in found]))
+            for key, found in speculative.groups(rows).items()]  # fmt: skip
+
+
 def _results(rows: Sequence[dict[str, Any]], verdict: dict[str, Any], label: dict[str, str]) -> list[ResultRow]:
     best, table = verdict.get("best"), table_columns(rows)
     out = []
@@ -342,6 +349,8 @@ def render(name: str, found: Answer, records: Sequence[dict[str, Any]], search: 
             metric=metric,
             charts=_charts(rows, metric, label) if rows else None,
             flows=flow_tables(rows),
+            speculative=speculative_tables(rows),
+            speculative_lines=speculative.lines(rows, verdict),
             comparison=_comparison(rows, label) if rows else None,
             results=_results(rows, verdict, label) if rows else None,
             columns=[heading for heading, _, _ in table_columns(rows)],
