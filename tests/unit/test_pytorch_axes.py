@@ -12,7 +12,7 @@ import yaml
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.sweep import planning, pytorch_axes
-from trtsweep.toolchain.llmapi import args, serve
+from trtsweep.toolchain.llmapi import args, options, serve
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,7 +62,7 @@ def test_speculative_variants_are_points_with_their_config(release):
                                                           "eagle3_one_model": True}  # fmt: skip
     assert points[2]["draft_model"] == {"repo_id": DRAFT, "revision": None}
     # on the host, the draft's directory under the release's own field name; the result is the release's LLM API
-    placed = pytorch_axes.with_draft(points[2]["llm_api"], release, "/hf/draft")
+    placed = options.with_draft(points[2]["llm_api"], release, "/hf/draft")
     field = "speculative_model" if release == "1.2" else "speculative_model_dir"
     assert placed["speculative_config"][field] == "/hf/draft"
     args.check_options(release, placed)
@@ -184,8 +184,8 @@ def test_the_example_sweeps_options_and_commands_are_each_releases(name, release
     points = planning.expand(value)
     assert points and any(set(pytorch_axes.AXIS_OPTIONS) & set(p["llm_api"]) for p in points)
     for point in points:
-        options = pytorch_axes.with_draft(point["llm_api"], release, "/hf/draft")
-        args.check_options(release, options)
+        placed = options.with_draft(point["llm_api"], release, "/hf/draft")
+        args.check_options(release, placed)
         spec = serve.ServeSpec(model="/hf/m", options_file="/w/o.yml", port=8000, tp=point["tp"], pp=point["pp"],
-                               ep=options.get("moe_expert_parallel_size"))  # fmt: skip
+                               ep=placed.get("moe_expert_parallel_size"))  # fmt: skip
         serve.argv(release, spec)

@@ -7,7 +7,7 @@ axes, for the pytorch flow only:
   `speculative_config` (`decoding_type` dispatches it, DecodingBaseConfig.from_dict; `options` any other field of
   that decoding config), checked against the release's table; `draft` (Eagle, DraftTarget) is the draft model, a Hub
   repository downloaded like the model, whose directory becomes the config's `speculative_model_dir`
-  (`speculative_model` where the release names it so) on the host (`with_draft`).
+  (`speculative_model` where the release names it so) on the host (trtsweep.toolchain.llmapi.options.with_draft).
 - `attention_dp: [false, true]`: `enable_attention_dp` (each of the tp ranks takes its own requests through
   attention; the MoE layers stay parallel across them).
 - `moe: [{ep, tp, backend, max_num_tokens}, ...]`: `moe_expert_parallel_size`, `moe_tensor_parallel_size` and
@@ -32,6 +32,7 @@ from typing import Any
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.toolchain.llmapi import args as llmapi_args
+from trtsweep.toolchain.llmapi import options as llmapi_options
 
 NONE = "none"
 # the PyTorch backend's decoding types: each one's supports_backend("pytorch") (llm_args.py of 1.0 .. 1.2: Medusa's
@@ -179,18 +180,11 @@ def check_point(combo: Combo, release: str, tp: int) -> None:
         raise _fail(f"{field}.draft", f"{kind} {need}")
     config = dict(spec.config)
     if spec.draft is not None:
-        config[draft_field(release, kind)] = "/draft"  # the host's directory, set by with_draft
+        config[llmapi_options.draft_field(release, kind)] = "/draft"  # the host's: llmapi_options.with_draft
     try:
         llmapi_args.check_speculative(release, config, "speculative_config")
     except TrtsweepError as exc:
         raise _fail(field, str(exc)) from exc
-
-
-def draft_field(release: str, decoding_type: str) -> str:
-    """The draft directory's field: `speculative_model` where the release names it so (1.2), else
-    `speculative_model_dir` (1.0, 1.1)."""
-    fields = llmapi_args.decoding_fields(release, decoding_type)
-    return "speculative_model" if "speculative_model" in fields else "speculative_model_dir"
 
 
 def options(combo: Combo) -> dict[str, Any]:
@@ -235,15 +229,6 @@ def point_fields(combo: Combo) -> dict[str, Any]:
     if combo.moe is not None:
         out["moe_ep"], out["moe_tp"] = combo.moe["ep"], combo.moe.get("tp", 1)
     return out
-
-
-def with_draft(llm_api: dict[str, Any], release: str, draft_dir: str) -> dict[str, Any]:
-    """A point's LLM API options with its draft model's directory on the host (the lane's part, once the draft is
-    downloaded); unchanged without a speculative_config."""
-    config = llm_api.get("speculative_config")
-    if not isinstance(config, dict):
-        return llm_api
-    return {**llm_api, "speculative_config": {**config, draft_field(release, config["decoding_type"]): draft_dir}}
 
 
 # -- what the model's config.json says (read where the controller has it: a local directory or the hub cache) -----

@@ -89,5 +89,21 @@ def build(release: str, point: PointOptions) -> dict[str, Any]:
     return merged
 
 
+def draft_field(release: str, decoding_type: str) -> str:
+    """The draft directory's field: `speculative_model` where the release names it so (1.2), else
+    `speculative_model_dir` (1.0, 1.1)."""
+    fields = args.decoding_fields(release, decoding_type)
+    return "speculative_model" if "speculative_model" in fields else "speculative_model_dir"
+
+
+def with_draft(llm_api: dict[str, Any], release: str, draft_dir: str) -> dict[str, Any]:
+    """A point's LLM API options with its draft model's directory on the host (the lane's part, once the draft is
+    downloaded); unchanged without a speculative_config."""
+    config = llm_api.get("speculative_config")
+    if not isinstance(config, dict):
+        return llm_api
+    return {**llm_api, "speculative_config": {**config, draft_field(release, config["decoding_type"]): draft_dir}}
+
+
 def to_yaml(options: dict[str, Any]) -> str:
     return yaml.safe_dump(options, sort_keys=True, default_flow_style=False)
