@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import ROOT, free_ports
 from trtsweep.common.procs import start_ticks
@@ -29,6 +30,10 @@ from trtsweep.serve.spec import ServerState
 SWEEP = "smollm2-cpu-demo"
 POINT = "smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream"
 TTL = 8
+# the embedded sweep with shorter answers: a benchmark still runs long enough to be interrupted, and one run to its end
+# (a second run refused meanwhile) costs CI a minute, not three
+SHORT = yaml.safe_load((ROOT / "group_vars" / "all" / "sweep.yml").read_text())["trtsweep_sweep"]
+SHORT["benchmark"] |= {"max_tokens": 32}
 GRACE = 5  # the supervisor's TERM -> KILL grace
 
 
@@ -43,7 +48,7 @@ class Run:
             "trtsweep_results_dir": str(tmp_path / "results"), "trtsweep_work_dir": str(tmp_path / "work"),
             "trtsweep_triton_http_port": self.ports[0], "trtsweep_triton_grpc_port": self.ports[1],
             "trtsweep_triton_metrics_port": self.ports[2], "trtsweep_only": POINT,
-            "trtsweep_server_lease_ttl": TTL,
+            "trtsweep_server_lease_ttl": TTL, "trtsweep_sweep": SHORT,
         }  # fmt: skip
         (tmp_path / "extra.json").write_text(json.dumps(extra))
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
