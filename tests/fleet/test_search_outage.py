@@ -2,11 +2,12 @@
 
 The sweep is a halving search of two configurations of the demo model (float32, int8; a screening round with half
 the requests per level, then the better one in full), one declared GPU per host: round 1 screens one configuration
-on each host. While h2's screening point runs, h2's link is cut (ip link set down) until the run has declared h2
-unreachable (at least 40 s). h2's point ends lost; that is no evidence about its configuration: round 2 measures it
-again, on h1 (nothing more is placed on h2), and the step is judged on both screenings; round 3 measures the better
-one in full, on h1. Every configuration ends measured or dropped for its own numbers, and search.json says so,
-with the GPU-seconds the lost point held counted.
+on each host. As h2's screening point starts, h2's link is cut (ip link set down) for 40 s: the run's lease lapses on
+h2 (its server stopped), and the run either gives h2 up (unreachable: nothing more is placed on it) or hears from
+it again. Either way h2's point is no evidence about its configuration: round 2 measures it again (on h1 when h2
+was given up), and the step is judged on both screenings; round 3 measures the better one in full. Every
+configuration ends measured or dropped for its own numbers, and search.json says so, with the GPU-seconds the lost
+point held counted.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.fleet.test_fleet_sweep import fleet, unreachable_after, wait_for_stage  # noqa: F401 - fixture
+from tests.fleet.test_fleet_sweep import fleet, wait_for_stage  # noqa: F401 - fixture
 from tests.fleet.test_fleet_sweep import (
     test_bootstrap_installs_the_controllers_trtsweep_on_a_host_with_only_python as bootstrap,
 )
 from tests.fleet.testbed import TestBed, ansible_bin, ansible_env
+from trtsweep.fleet import status
 from trtsweep.hub.demo_model import DemoModel
 
 NAME = "outage"
@@ -66,12 +68,13 @@ def two_hosts(testbed: TestBed, wheelhouse: Path, demo_model: DemoModel, fleet: 
 @pytest.mark.timeout(1500)
 @pytest.mark.fault(
     "a host's link cut for 40 s in a search's first round (ip link set down)",
-    "its point measured again on the other host; every configuration measured or dropped for its own numbers",
+    "its point measured again (on the other host when it is given up); every configuration measured or dropped for "
+    "its own numbers",
 )
 def test_a_host_outage_in_a_search_is_measured_again_elsewhere_and_never_drops_a_configuration(
     testbed,
-    fleet,
-    two_hosts,  # noqa: F811
+    fleet,  # noqa: F811 - the fixture imported above
+    two_hosts,
 ):
     if not (fleet["venv"] / "trtsweep-install.json").exists():  # run alone: bootstrap the shared venv first
         bootstrap(testbed, fleet)
@@ -87,13 +90,10 @@ def test_a_host_outage_in_a_search_is_measured_again_elsewhere_and_never_drops_a
         try:
             plan = wait_for_plan(results / "plan.json", proc)
             cut_point = next(p["id"] for p in plan["points"] if p["host"] == "h2")
-            wait_for_stage(results / "events.json", "h2--lane0", cut_point, ("serve", "benchmark"), proc, 600)
-            h2.cut()
-            cut_at = time.time()
-            declared = unreachable_after(results / "events.json", "h2", cut_at, 90)
-            time.sleep(max(0.0, CUT_S - (time.time() - cut_at)))
+            wait_for_stage(results / "events.json", "h2--lane0", cut_point, status.STAGES, proc, 600)
+            h2.cut()  # as its point starts: the lease lapses on h2 (20 s) long before the point could end
+            time.sleep(CUT_S)
             h2.restore()
-            print(f"h2 cut for {time.time() - cut_at:.0f} s, declared unreachable {declared:.1f} s after the cut")
             proc.wait(timeout=900)
         finally:
             if proc.poll() is None:
@@ -101,24 +101,28 @@ def test_a_host_outage_in_a_search_is_measured_again_elsewhere_and_never_drops_a
             h2.restore()
     print(f"the search with an outage took {time.monotonic() - started:.0f} s")
     text = log.read_text()
+    gone = "h2" in json.loads((results / "events.json").read_text()).get("unreachable", {})
+    print(f"h2 cut for {CUT_S:.0f} s: {'declared unreachable' if gone else 'back before the run gave it up'}")
     ledger = json.loads((results / "search.json").read_text())
     first = {o["config"]: o for o in ledger["rounds"][0]["outcomes"]}
     lost_config = next(c for c in CONFIGS if cut_point.startswith(c))
     assert first[lost_config]["lost"] and first[lost_config]["gpu_s"] > 0, (first, text[-4000:])
-    # round 2: the lost configuration alone, measured again as it was to be, on h1 (nothing placed on h2 again)
+    # round 2: the lost configuration alone, measured again as it was to be (on h1 when h2 was given up)
     (again,) = ledger["rounds"][1]["tasks"]
     assert again["config"] == lost_config and again["point"] == f"{lost_config}_s2" and again["fidelity"] == 0.5
     records = {p.parent.name: json.loads(p.read_text()) for p in results.glob("*/status.json")}
-    assert records[again["point"]]["status"] == "ok" and records[again["point"]]["host"] == "h1"
+    assert records[again["point"]]["status"] == "ok" and (records[again["point"]]["host"] == "h1" or not gone)
     # round 3: the better screening in full; the other dropped on its numbers, never for the outage
     screened = {c: (first[c] if not first[c]["lost"] else ledger["rounds"][1]["outcomes"][0]) for c in CONFIGS}
     better = max(CONFIGS, key=lambda c: screened[c]["tokens_per_gpu"])
     (final,) = ledger["rounds"][2]["tasks"]
-    assert final["point"] == better and records[better]["status"] == "ok" and records[better]["host"] == "h1"
+    assert final["point"] == better and records[better]["status"] == "ok" and (records[better]["host"] == "h1" or
+                                                                                not gone)  # fmt: skip
     (drop,) = ledger["dropped"]
     assert drop["config"] != better and drop["why"].startswith("rank 2 of 2 (keeping 1)") and not drop["budget"]
+    # the cut point: lost with h2 (given up), or failed as its server was stopped when the lease lapsed on h2
     lost = records[cut_point]
-    assert lost["status"] == "lost" and lost["cause"].startswith("host h2 unreachable") and lost["finished_at"]
+    assert (lost["status"] == "lost" and lost["finished_at"]) or "(lease expired)" in lost["cause"], lost
     held = sum(o["gpu_s"] for r in ledger["rounds"] for o in r.get("outcomes", []))
     assert ledger["gpu_minutes"] == pytest.approx(held / 60, abs=1e-3) and first[lost_config]["gpu_s"] > 0
     report = (results / "report.md").read_text()

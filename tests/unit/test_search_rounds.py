@@ -95,6 +95,13 @@ def test_a_lost_point_is_no_evidence_and_counts_the_time_it_held_its_gpus(tmp_pa
     assert got.evidence() == "point p lost with its host: lost at stage benchmark: host b unreachable: cut"
     status.write(tmp_path, {"point": "q", "status": "lost", "gpus": [0], "stages": {}})  # never started: held nothing
     assert rounds.outcome(tmp_path, {"id": "q"}, 1).gpu_s == 0.0
+    # the link back before the run gave the host up: its server was stopped as the run's lease lapsed there
+    cause = ("run_benchmark: benchmark stopped: Triton (pid 7, id x) exited with signal 15: stopped by its supervisor "
+             "(lease expired): -")  # fmt: skip
+    status.write(tmp_path, {"point": "r", "status": "failed", "stage": "benchmark", "cause": cause, "gpus": [],
+                            "stages": {"serve": 20.0, "benchmark": 25.0}})  # fmt: skip
+    lapsed = rounds.outcome(tmp_path, {"id": "r"}, 1)
+    assert lapsed.lost and lapsed.gpu_s == 45.0 and "lease expired" in lapsed.evidence()
 
 
 def events(results: Path, run_id: str, host: str, at: float) -> None:

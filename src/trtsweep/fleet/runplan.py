@@ -177,9 +177,10 @@ def without_gone(hosts: dict[str, dict[str, Any]], gone: dict[str, str]) -> dict
 
 
 def lost_here(results_dir: Path, point: dict[str, Any]) -> bool:
-    """Whether the point's record says it was lost with its host, measuring these very settings."""
+    """Whether the point's record says it ended with its host's outage (rounds.outage), measuring these very
+    settings."""
     record = status.read(results_dir, point["id"]) or {}
-    return record.get("status") == "lost" and record.get("settings_hash") == status.settings_hash(point)
+    return rounds.outage(record) and record.get("settings_hash") == status.settings_hash(point)
 
 
 def earlier_runs(points: list[dict[str, Any]], results_dir: Path) -> list[dict[str, str]]:

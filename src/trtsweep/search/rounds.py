@@ -33,6 +33,9 @@ from trtsweep.search import costs
 from trtsweep.search.strategy import History, Outcome, SearchSpec, Strategy, Task, spent_minutes
 
 LEDGER = "search.json"
+# a point whose server its supervisor stopped because the run's lease lapsed on the host (trtsweep.serve.supervisor's
+# reason, in the point's cause): the host lost the controller (a cut link, a dead controller), not the configuration
+LEASE_LAPSED = "stopped by its supervisor (lease expired)"
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,14 @@ def held_s(record: dict[str, Any]) -> float:
     return max(0.0, _seconds(end) - _seconds(start)) if start and end else 0.0
 
 
+def outage(record: dict[str, Any]) -> bool:
+    """Whether the record ended with its host's outage, not its configuration's doing: lost (the host went away), or
+    failed because the run's lease lapsed on the host."""
+    return record.get("status") == "lost" or (
+        record.get("status") == "failed" and LEASE_LAPSED in str(record.get("cause") or "")
+    )
+
+
 def outcome(results_dir: Path, point: dict[str, Any], number: int) -> Outcome | None:
     """What the round point measured (None: not finished yet)."""
     record = status.read(results_dir, point["id"])
@@ -121,7 +132,7 @@ def outcome(results_dir: Path, point: dict[str, Any], number: int) -> Outcome | 
     base = {"config": config, "round": number, "point": point["id"], "gpu_s": held_s(record) * gpus,
             "fidelity": fidelity}  # fmt: skip
     if record["status"] != "ok":
-        return Outcome(ok=False, lost=record["status"] == "lost", **base,
+        return Outcome(ok=False, lost=outage(record), **base,
                        cause=f"{record['status']} at stage {record.get('stage')}: {record.get('cause')}")  # fmt: skip
     search, levels = _summary(results_dir / point["id"])
     if not search:
