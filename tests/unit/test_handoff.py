@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.handoff.bundle import best_point, write_bundle
+from trtsweep.handoff.bundle import write_bundle
+from trtsweep.handoff.select import best_point
 
 TOKENIZER = "/home/ops/.cache/trtsweep/hf-hub/models--x/snapshots/abc"
 ENGINE = "/home/ops/.cache/trtsweep/engines/llama-fp8-tp2pp1-0123"
@@ -328,3 +329,17 @@ def test_values_with_shell_metacharacters_reach_the_commands_unchanged_and_no_se
     assert args[:2] == ["-u", "h:8001"] and json.loads(args[args.index("--extra-inputs-json") + 1]) == extra
     assert not (tmp_path / "pwned").exists()
     assert not [p for p in out.rglob("*") if p.is_file() and b"hf_secret_0123456789" in p.read_bytes()]
+
+
+def test_deployment_names_fit_63_characters_and_stay_apart_when_cut():
+    """The flows sweep's three points differ only past the 63rd character of their names: each keeps its own
+    handoff folder, systemd unit and Kubernetes objects (before: all three were one name)."""
+    import re
+
+    from trtsweep.handoff.bundle import _name
+
+    config = "smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream"
+    variants = ("", "_pytorch-triton", "_pytorch-serve")
+    names = {_name({"sweep": "smollm2-cpu-flows"}, f"{config}{variant}") for variant in variants}
+    assert len(names) == 3 and all(len(n) <= 63 and re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", n) for n in names)
+    assert _name({"sweep": "s"}, "p_fp8") == "trtsweep-s-p-fp8"  # a short name is left as it was

@@ -14,7 +14,7 @@ import pytest
 
 from trtsweep.cli import main
 from trtsweep.errors import TrtsweepError
-from trtsweep.handoff import bundle
+from trtsweep.handoff import select
 from trtsweep.report import results_table, writer
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "report_results" / "smollm2-cpu-demo"
@@ -227,7 +227,7 @@ def test_a_failed_point_is_never_named_best_and_handoff_picks_the_reports_best(r
     written = writer.write(results)
     assert written.verdict[0].startswith(f"best (no SLOs given: highest output tok/s per GPU): {FP32} at concurrency 2")
     assert f"{INT8}: not a candidate: the point did not finish ok (failed)" in written.verdict
-    assert bundle.best_point(results) == (FP32, written.verdict[0])
+    assert select.best_point(results) == (FP32, written.verdict[0])
     page = (results / "report.html").read_text()
     assert f'<p class="best">best (no SLOs given: highest output tok/s per GPU): {FP32}' in page
     assert {r["point_status"] for r in read_csv(results / "results.csv") if r["point"] == INT8} == {"failed"}
@@ -244,7 +244,7 @@ def test_a_level_of_another_server_is_never_best_and_results_csv_says_why(result
     edit_levels(results, INT8, another_server)
     written = writer.write(results)
     assert written.verdict[0].startswith(f"best (no SLOs given: highest output tok/s per GPU): {INT8} at concurrency 1")
-    assert bundle.best_point(results)[0] == INT8
+    assert select.best_point(results)[0] == INT8
     errors = {
         r["concurrency"]: r["server_identity_error"] for r in read_csv(results / "results.csv") if r["point"] == INT8
     }

@@ -26,6 +26,7 @@ build records and the benchmark's summary) and writes `<out>/`:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -40,13 +41,11 @@ from trtsweep.handoff.paths import repository
 from trtsweep.handoff.readme import readme
 from trtsweep.handoff.render import shipped
 from trtsweep.handoff.scripts import build_script, launch_scripts
-from trtsweep.handoff.select import best_point, choose, read_json
+from trtsweep.handoff.select import choose, read_json
 from trtsweep.handoff.server import OPTIONS_FILE, serving
 from trtsweep.handoff.smoke import prompts, smoke_command
 from trtsweep.handoff.units import unit
 from trtsweep.perf.export import headline
-
-__all__ = ["best_point", "write_bundle"]  # best_point: moved to handoff.select, still importable from here
 
 BUILD_RECORDS = ("checkpoint", "trtllm_build", "quantize")
 EVIDENCE = ("llm_perf.summary.json", "llm_perf.csv", "status.json", "point.json", "repository.json")
@@ -66,7 +65,13 @@ def _files(directory: str) -> list[dict[str, Any]]:
 
 
 def _name(point: dict[str, Any], point_id: str) -> str:
-    return re.sub(r"[^a-z0-9-]+", "-", f"trtsweep-{point['sweep']}-{point_id}".lower()).strip("-")[:63].rstrip("-")
+    """The deployment's name (handoff folder, systemd unit, Kubernetes objects: at most 63 of [a-z0-9-]). A name cut
+    to fit ends with a hash of the whole, so points whose ids differ only past the cut get names of their own."""
+    whole = f"trtsweep-{point['sweep']}-{point_id}"
+    name = re.sub(r"[^a-z0-9-]+", "-", whole.lower()).strip("-")
+    if len(name) <= 63:
+        return name
+    return f"{name[:54].rstrip('-')}-{hashlib.sha256(whole.encode()).hexdigest()[:8]}"
 
 
 def write_bundle(
