@@ -74,6 +74,11 @@ options:
   extra_inputs: {type: dict, default: {}, description: "Extra request inputs, e.g. top_k: 1."}
   scorer: {type: str, description: "Extra accuracy scorer module:function."}
   server_metrics_url: {type: str, description: "Prometheus endpoint, or trtllm-serve's /metrics."}
+  gpu_telemetry:
+    type: list
+    elements: int
+    default: []
+    description: "GPUs of this host (nvidia-smi indices) sampled through NVML during each level (none without NVML)."
   seed: {type: int, default: 0, description: "Seed of the request order."}
   connect_timeout: {type: float, default: 10, description: "Seconds to reach the server."}
   request_timeout: {type: float, default: 600, description: "Seconds per request."}
@@ -171,6 +176,7 @@ def main():
             "extra_inputs": {"type": "dict", "default": {}},
             "scorer": {"type": "str"},
             "server_metrics_url": {"type": "str"},
+            "gpu_telemetry": {"type": "list", "elements": "int", "default": []},
             "seed": {"type": "int", "default": 0},
             "connect_timeout": {"type": "float", "default": 10.0},
             "request_timeout": {"type": "float", "default": 600.0},
