@@ -87,7 +87,7 @@ RETURN = r"""
 made:
   description:
     - What this and the earlier stages made - model_dir, revision, output_dir (the model the server loads),
-      hf_dtype, checkpoint_dir, engine_dir, engine_size_bytes.
+      hf_dtype, checkpoint_dir, engine_dir, engine_size_bytes, draft_dir (a speculative point's draft model).
   returned: success
   type: dict
 command:
@@ -114,7 +114,16 @@ from pathlib import Path
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.trtsweep_common import require_trtsweep, run_cli, run_or_fail
 
-MADE = ("model_dir", "revision", "output_dir", "hf_dtype", "checkpoint_dir", "engine_dir", "engine_size_bytes")
+MADE = (
+    "model_dir",
+    "revision",
+    "output_dir",
+    "hf_dtype",
+    "checkpoint_dir",
+    "engine_dir",
+    "engine_size_bytes",
+    "draft_dir",
+)
 
 
 def _stages(module):

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.unit.test_schema_reaches import MADE, point_run, settings, trt_sweep
 from trtsweep.lane.point import STAGE_SETTINGS, Made, PointStages
 from trtsweep.lane.spec import PointPaths
@@ -66,3 +68,28 @@ def test_the_model_is_taken_at_the_commit_measured_whatever_its_branch_names_now
     assert stages.download(pinned="a" * 40).revision == "a" * 40
     assert stages.made.model_dir == str(entry / "snapshots" / ("a" * 40))
     assert PointStages(point, stages.s, stages.paths).download().revision == "b" * 40  # unpinned: main
+
+
+def test_a_speculative_points_draft_is_downloaded_like_the_model_and_named_in_its_options(tmp_path):
+    """EAGLE-3 needs its draft model on the host: the download stage takes it (cached like the model, offline here
+    from the host's hub cache) and the options file and llmapi repository name its directory in the release's
+    field (1.2: speculative_model)."""
+    from tests.unit.test_pytorch_axes import DRAFT, EAGLE, sweep
+
+    hub = tmp_path / "hub"
+    for repo in ("Org/Model-8B", DRAFT):
+        snapshot = hub / f"models--{repo.replace('/', '--')}" / "snapshots" / ("c" * 40)
+        snapshot.mkdir(parents=True)
+        (snapshot / "config.json").write_text("{}")
+        (snapshot.parent.parent / "refs").mkdir()
+        (snapshot.parent.parent / "refs" / "main").write_text("c" * 40)
+    (point,) = [p for p in planning.expand(sweep("1.2", speculative=[EAGLE])) if p.get("draft_model")]
+    stages = PointStages(point, settings(trtsweep_hf_cache_dir=str(hub), trtsweep_hf_offline=True),
+                         PointPaths(tmp_path, tmp_path, tmp_path / "results"))  # fmt: skip
+    stages.download()
+    draft = str(hub / f"models--{DRAFT.replace('/', '--')}" / "snapshots" / ("c" * 40))
+    assert stages.made.draft_dir == draft
+    assert yaml.safe_load(stages.llm_api_options())["speculative_config"]["speculative_model"] == draft
+    assert stages.llm_api()["speculative_config"]["decoding_type"] == "Eagle" and "speculative_model" not in str(
+        point["llm_api"]
+    )  # the point itself stays what was planned (no host path in its settings hash)

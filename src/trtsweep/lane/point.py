@@ -78,6 +78,7 @@ class Made:
     checkpoint_dir: str | None = None
     engine_dir: str | None = None
     engine_size_bytes: int | None = None
+    draft_dir: str | None = None  # a speculative point's draft model on the host
     server_id: str | None = None
     times: dict[str, float] = field(default_factory=dict)
 
@@ -126,6 +127,12 @@ class PointStages:
         params = self.download_params(demo_revision)
         snap = download.resolve(**{**params, "revision": pinned or params["revision"]}, check_mode=check_mode)
         self.made.model_dir, self.made.revision = str(snap.path), snap.revision
+        draft = self.p.get("draft_model")
+        if draft:  # a speculative point's draft model, downloaded and cached like the model
+            self.step = "draft model"
+            got = download.resolve(**{**params, "repo_id": draft["repo_id"], "revision": draft.get("revision")},
+                                   check_mode=check_mode)  # fmt: skip
+            self.made.draft_dir = str(got.path)
         return snap
 
     def download_params(self, demo_revision: str | None = None) -> dict[str, Any]:
@@ -239,9 +246,18 @@ class PointStages:
         return outcome
 
     # -- build
+    def llm_api(self) -> dict[str, Any]:
+        """The point's LLM API options on this host: a speculative point's draft model directory filled in."""
+        from trtsweep.toolchain.llmapi.options import with_draft
+
+        options = self.p.get("llm_api") or {}
+        if self.made.draft_dir and self.p.get("llm_api_release"):
+            return with_draft(options, self.p["llm_api_release"], self.made.draft_dir)
+        return options
+
     def llm_api_options(self) -> str:
         """The PyTorch flow's LLM API options file (YAML), read by trtllm-serve and by the Triton llmapi model."""
-        return yaml.safe_dump(self.p.get("llm_api") or {}, sort_keys=True, indent=2, default_flow_style=False)
+        return yaml.safe_dump(self.llm_api(), sort_keys=True, indent=2, default_flow_style=False)
 
     @property
     def options_file(self) -> Path:
@@ -300,7 +316,7 @@ class PointStages:
             if p["backend"] == "tensorrtllm" and self.trtllm.get("dir"):
                 source = f"{self.trtllm['dir']}/triton_backend/all_models/llmapi/tensorrt_llm"
             return {"release": p.get("llm_api_release"), "model": self.made.output_dir,
-                    "options": p.get("llm_api") or {},
+                    "options": self.llm_api(),
                     "source_dir": source, "layout": "llmapi", "backend": p["backend"],
                     "decoupled": bool(p["streaming"])}  # fmt: skip
         params: dict[str, Any] = {name: s[f"triton_repo_{name}"] for name in REPO_PASSED}
