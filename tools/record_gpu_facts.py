@@ -23,11 +23,13 @@ QUERY = ["nvidia-smi", "--query-gpu=index,name,memory.total,memory.used", "--for
 
 def answers(handle: object) -> dict[str, object]:
     """One GPU's raw NVML answers (None where NVML does not support one)."""
+
     def ask(call, *args):
         try:
             return call(handle, *args)
         except pynvml.NVMLError as exc:
             return f"NVMLError: {exc}"
+
     util = ask(pynvml.nvmlDeviceGetUtilizationRates)
     memory = ask(pynvml.nvmlDeviceGetMemoryInfo)
     return {
@@ -61,9 +63,14 @@ def main(out: Path) -> None:
     pynvml.nvmlInit()
     count = pynvml.nvmlDeviceGetCount()
     handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-    static = {"driver": pynvml.nvmlSystemGetDriverVersion(), "nvml": pynvml.nvmlSystemGetNVMLVersion(),
-              "gpus": [{"index": i, "name": pynvml.nvmlDeviceGetName(h), "uuid": pynvml.nvmlDeviceGetUUID(h)}
-                       for i, h in enumerate(handles)]}
+    static = {
+        "driver": pynvml.nvmlSystemGetDriverVersion(),
+        "nvml": pynvml.nvmlSystemGetNVMLVersion(),
+        "gpus": [
+            {"index": i, "name": pynvml.nvmlDeviceGetName(h), "uuid": pynvml.nvmlDeviceGetUUID(h)}
+            for i, h in enumerate(handles)
+        ],
+    }
     stop = threading.Event()
     workers = [threading.Thread(target=load, args=(d, stop)) for d in (0, 1)]
     cost: list[float] = []
@@ -83,9 +90,18 @@ def main(out: Path) -> None:
     for w in workers:
         w.join()
     cost.sort()
-    (out / "nvml-cost.json").write_text(json.dumps({"gpus": count, "samples": len(cost),
-                                                     "cpu_s_per_sample_p50": cost[len(cost) // 2],
-                                                     "cpu_s_per_sample_max": cost[-1]}, indent=1) + "\n")
+    (out / "nvml-cost.json").write_text(
+        json.dumps(
+            {
+                "gpus": count,
+                "samples": len(cost),
+                "cpu_s_per_sample_p50": cost[len(cost) // 2],
+                "cpu_s_per_sample_max": cost[-1],
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     pynvml.nvmlShutdown()
 
 

@@ -83,7 +83,8 @@ def test_each_problem_names_its_path_what_is_expected_and_what_was_given(path, v
 
 
 def test_not_a_mapping():
-    assert error_of([1]).startswith("trtsweep_sweep: expected a mapping with keys from ['attention_dp', 'backend', 'benchmark'")
+    expected = "trtsweep_sweep: expected a mapping with keys from ['attention_dp', 'backend', 'benchmark'"
+    assert error_of([1]).startswith(expected)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
