@@ -120,3 +120,22 @@ def test_results_without_a_plan_are_judged_whole_saying_so(tmp_path):
     assert said["report"].startswith(f"best under the SLOs: {FP32}")
     assert said["handoff"] == said["compare"] == said["report"]
     assert writer.write(results).verdict[-1] == NO_PLAN
+
+
+def test_a_search_point_lost_with_its_host_and_measured_again_is_not_a_point_the_run_failed(tmp_path):
+    """A host went away during a search's round 1 (its point lost); round 2 measured the configuration again on a
+    healthy host. The run measured every configuration: the lost point says where it was measured again, and is not
+    among the points not ok (which fail the sweep's last task). A lost point never measured again still is."""
+    results = sweep_results(tmp_path)
+    lost, again, never = f"{FP32}_s1", f"{FP32}_s2", f"{INT8}_s1"
+    for point, config, number, state in ((lost, FP32, 1, "lost"), (again, FP32, 2, "ok"), (never, INT8, 1, "lost")):
+        (results / point).mkdir()
+        search = {"strategy": "halving", "round": number, "config": config, "fidelity": 0.25}
+        (results / point / "point.json").write_text(json.dumps({"id": point, "search": search}))
+        cause = "host h2 stopped running the sweep" if state == "lost" else None
+        record = {"point": point, "status": state, "host": "h1", "gpus": [0], "stage": "serve", "cause": cause}
+        (results / point / "status.json").write_text(json.dumps(record))
+    report = writer.write(results)
+    assert [line.split(":")[0] for line in report.not_ok] == [never]
+    assert f"{lost}: lost on h1 gpus 0 at stage serve: host h2 stopped running the sweep; measured again as {again} " \
+           "(ok)" in report.text  # fmt: skip

@@ -24,6 +24,7 @@ from trtsweep.fleet import status
 from trtsweep.perf.export import CSV_COLUMNS, headline, table
 from trtsweep.report import results_table, search
 from trtsweep.report.answer import answer, current_points
+from trtsweep.search.rounds import outage
 from trtsweep.sweep.slo import check as slo_check
 
 SUMMARY_FILE = "llm_perf.summary.json"
@@ -66,16 +67,38 @@ def statuses(results_dir: Path) -> list[dict[str, Any]]:
     return records
 
 
-def status_lines(records: list[dict[str, Any]]) -> list[str]:
-    lines = []
+def status_lines(records: list[dict[str, Any]], again: dict[str, str] | None = None) -> list[str]:
+    """One line per point record; `again`: a search's lost point -> the point of a later round that measured it."""
+    lines, again = [], again or {}
     for r in records:
         where = f"{r.get('host')} gpus {','.join(str(g) for g in r.get('gpus', [])) or '-'}"
         where += " (co-located)" if r.get("colocated") else ""
         line = f"{r['point']}: {r['status']} on {where}"
         if r["status"] != "ok":
             line += f" at stage {r['stage']}: {r.get('cause')}" if r.get("stage") else f": {r.get('cause')}"
+        if r["point"] in again:
+            line += f"; measured again as {again[r['point']]} (ok)"
         lines.append(line)
     return lines
+
+
+def measured_again(results_dir: Path, records: list[dict[str, Any]]) -> dict[str, str]:
+    """A search's points lost with their host that a later round measured again ok (the same configuration, at
+    least the same share of the requests): lost point -> the point that measured it. A host outage is not the
+    configuration's failure, so these are not points the run failed to measure."""
+    searched = {}
+    for r in records:
+        search = (read_json(results_dir / r["point"] / "point.json") or {}).get("search") or {}
+        if search.get("config"):  # (configuration, share of the requests, round, lost with its host, ok)
+            share, number = search.get("fidelity") or 1, search.get("round") or 0
+            searched[r["point"]] = (search["config"], share, number, outage(r), r["status"] == "ok")
+    out = {}
+    for point, (config, share, number, lost, _) in searched.items():
+        later = [other for other, (c, f, n, _, ok) in searched.items()
+                 if lost and ok and c == config and f >= share and n > number]  # fmt: skip
+        if later:
+            out[point] = later[0]
+    return out
 
 
 class Report(NamedTuple):
@@ -151,8 +174,9 @@ def _write(results_dir: Path, slo: dict[str, Any] | None) -> Report:
     for point in dict.fromkeys(r["point"] for r in rows):
         levels = [{k: v for k, v in r.items() if k not in PLACEMENT_COLUMNS} for r in rows if r["point"] == point]
         sections.append(f"{point}\n{table(levels)}")
-    points = status_lines(records)
-    not_ok = [line for line, r in zip(points, records, strict=True) if r["status"] != "ok"]
+    again = measured_again(results_dir, records)
+    points = status_lines(records, again)
+    not_ok = [line for line, r in zip(points, records, strict=True) if r["status"] != "ok" and r["point"] not in again]
     # the one answer (report.answer): the verdict and sizing over the current plan's full measurements
     found = answer(results_dir, slo or {})
     results_table.write(results_dir, found.all_rows)
