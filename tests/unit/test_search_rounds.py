@@ -259,3 +259,17 @@ def test_a_budget_without_a_capacity_search_is_refused_naming_the_field():
     with pytest.raises(TrtsweepError, match=r"search\.budget_gpu_minutes.*give benchmark\.load"):
         validate(plain)
     validate({**plain, "search": {"strategy": "auto"}})  # auto without a capacity search: one plain round
+
+
+def test_a_budget_that_buys_nothing_refuses_the_run_naming_the_field_and_plan_still_prints_it(tmp_path):
+    """4 GPU-minutes buy halving no full measurement (found on the sizing sweep: the run measured nothing and failed in
+    its report with 'nothing was measured'). The run is refused before anything starts; `trtsweep plan` (no write)
+    still prints what the budget buys."""
+    from trtsweep.errors import TrtsweepError
+
+    spec = {"strategy": "grid", "budget_gpu_minutes": 1}
+    with pytest.raises(TrtsweepError, match=r"^sweep field 'search.budget_gpu_minutes': 1 GPU-minutes leave nothing"):
+        runplan.make_plan(sweep(spec), hosts("a", "b"), tmp_path)
+    shown = runplan.make_plan(sweep(spec), hosts("a", "b"), tmp_path, write=False)
+    assert shown["points"] == []
+    assert shown["search"]["estimates"][-1].startswith("budget 1 GPU-minutes: grid measures 0")

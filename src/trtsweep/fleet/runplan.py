@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from trtsweep.common.fileio import atomic_write_text, read_json
+from trtsweep.errors import TrtsweepError
 from trtsweep.fleet import placement, status
 from trtsweep.search import costs, estimate, predicted, rounds
 from trtsweep.search.strategy import SearchSpec
@@ -83,6 +84,12 @@ def make_plan(
     points, ledger = rounds.plan_round(grid, spec, record, search_round, results_dir, records,
                                        predicted.scores(made) if made is not None else None,
                                        write and searched)  # fmt: skip
+    if write and search_round == 1 and not points and grid and spec.budget_gpu_minutes is not None:
+        raise TrtsweepError(
+            f"sweep field 'search.budget_gpu_minutes': {spec.budget_gpu_minutes:g} GPU-minutes leave nothing to "
+            f"measure with {record.strategy} ({len(grid)} configurations; `trtsweep plan` prints what a budget buys): "
+            "raise it"
+        )
     to_run, kept, left_out = status.select(points, results_dir, force, only, status.commits_now(hosts))
     # a search's point lost with its host is measured again by the search's next round, not here (a rerun replays)
     lost = [p["id"] for p in to_run if searched and not force and lost_here(results_dir, p)]
