@@ -26,6 +26,13 @@ PROMPTS = ROOT / "data" / "prompts.jsonl"
 _BUILTIN_INTERN = sys.intern
 
 
+@pytest.fixture
+def builtin_sys_intern(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a test that loads a model in-process after an earlier test of the session imported ansible (which replaces
+    sys.intern): the builtin back for the test's duration."""
+    monkeypatch.setattr(sys, "intern", _BUILTIN_INTERN)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Importing ansible-core replaces sys.intern process-wide, and torch._dynamo then refuses to load any model
     in-process (every transformers reference of the session errors): no test module may import ansible at

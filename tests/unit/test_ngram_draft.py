@@ -4,11 +4,8 @@ in its iteration stats (the demo model, greedy)."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
-from tests.conftest import _BUILTIN_INTERN
 from trtsweep.serve import hf_generate, ngram_draft
 from trtsweep.serve.ngram_draft import NGramSettings
 
@@ -49,9 +46,8 @@ def test_what_the_stand_in_cannot_draft_fails_its_start(config, message):
         hf_generate.from_llm_args({"model": "/m", "speculative_config": config})
 
 
-def test_an_engine_with_ngram_drafting_reports_drafted_and_accepted_tokens(demo_model, monkeypatch):
-    # an earlier test of the session may have imported ansible, whose sys.intern breaks torch's model loading
-    monkeypatch.setattr(sys, "intern", _BUILTIN_INTERN)
+@pytest.mark.usefixtures("builtin_sys_intern")  # an earlier test may have imported ansible (tests/conftest.py)
+def test_an_engine_with_ngram_drafting_reports_drafted_and_accepted_tokens(demo_model):
     llm_args = {
         "model": str(demo_model.hf_dir),
         "enable_iter_perf_stats": True,

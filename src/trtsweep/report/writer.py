@@ -23,7 +23,7 @@ from trtsweep.errors import TrtsweepError
 from trtsweep.fleet import status
 from trtsweep.perf.export import CSV_COLUMNS, headline, table
 from trtsweep.report import results_table, search
-from trtsweep.report.answer import answer, current_points
+from trtsweep.report.answer import SLO_FILE, answer, current_points, kept_slo
 from trtsweep.search.rounds import outage
 from trtsweep.sweep.slo import check as slo_check
 
@@ -140,13 +140,13 @@ def write(results_dir: Path, slo: dict[str, Any] | None = None) -> Report:
 
     `slo` (the sweep's, validated) is kept in the directory (slo.json) so that a later `trtsweep report` judges
     the same way."""
-    slo_file = results_dir / "slo.json"
+    slo_file = results_dir / SLO_FILE
     if slo is not None:
         slo = slo_check(slo)
         if read_json(slo_file) != slo:
             atomic_write_text(slo_file, json.dumps(slo, indent=2) + "\n")
-    elif slo_file.is_file():
-        slo = slo_check(json.loads(slo_file.read_text()))
+    else:
+        slo = kept_slo(results_dir) or None
     digest = inputs_digest(results_dir, slo)
     reused = _reused(results_dir, digest)
     if reused is not None:
