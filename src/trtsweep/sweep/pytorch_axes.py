@@ -286,3 +286,6 @@ def check_model(model: dict[str, Any], config: dict[str, Any] | None, draft_conf
     if ours is not None and theirs is not None and ours != theirs:
         raise _fail(f"speculative[{spec.index}].draft", f"{spec.draft['repo_id']} has a vocabulary of {theirs} tokens, "
                     f"{model['repo_id']} of {ours}: a draft must share the model's tokenizer")  # fmt: skip
+    from trtsweep.sweep import draftcheck  # its tokenizer: vocabulary, merges, added tokens' ids (where at hand)
+
+    draftcheck.check(model, spec)
