@@ -5,6 +5,10 @@ Argument list only (never a shell string): `trtllm-serve <model> --backend pytor
 (options.build) carries the rest of the LLM API settings and wins over the command-line values where both set
 one, as trtllm-serve merges it last; tp/pp are given on both so the command says what it serves. Every option
 is checked against the click options of `trtllm-serve serve` in the release's table (args.table()['serve']).
+
+The proxy of a disaggregated point is `trtllm-serve disaggregated -c <config.yaml>`, its options checked against the
+release's `disaggregated` table (args.table()['disaggregated']['options']); its config and its workers' commands are
+toolchain.llmapi.disagg's.
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ class ServeSpec:
     executable: str = "trtllm-serve"
 
 
-def _option(release: str, options: dict[str, dict[str, object]], flag: str, value: object) -> list[str]:
+def _option(release: str, options: dict[str, dict[str, object]], flag: str, value: object,
+            command: str = "trtllm-serve") -> list[str]:  # fmt: skip
     spec = options.get(flag)
     if spec is None:
-        raise TrtsweepError(f"trtllm-serve of TensorRT-LLM {release} has no option {flag}")
+        raise TrtsweepError(f"{command} of TensorRT-LLM {release} has no option {flag}")
     choices = spec.get("choices")
     if isinstance(choices, list) and value not in choices:
-        raise TrtsweepError(f"trtllm-serve {flag}: expected one of {', '.join(map(str, choices))}, got {value!r}")
+        raise TrtsweepError(f"{command} {flag}: expected one of {', '.join(map(str, choices))}, got {value!r}")
     return [flag, str(value)]
 
 
@@ -52,3 +57,14 @@ def argv(release: str, spec: ServeSpec) -> list[str]:
         out += _option(release, options, "--log_level", spec.log_level)
     out += _option(release, options, "--extra_llm_api_options", spec.options_file)
     return out
+
+
+def option(release: str, flag: str, value: object) -> list[str]:
+    """`[flag, value]` of `trtllm-serve serve`, checked against the release's options."""
+    return _option(release, args.table(release)["serve"]["options"], flag, value)
+
+
+def disaggregated_argv(release: str, config_file: str, executable: str = "trtllm-serve") -> list[str]:
+    """`trtllm-serve disaggregated -c <config_file>`, checked against the release's `disaggregated` options."""
+    options = args.table(release)["disaggregated"]["options"]
+    return [executable, "disaggregated", *_option(release, options, "-c", config_file, "trtllm-serve disaggregated")]
