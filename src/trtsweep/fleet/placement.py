@@ -16,6 +16,14 @@ fleet and a host still prepares as few checkpoints as it can. On a host, the poi
 to the lane that finishes earliest: a checkpoint's points run side by side in every free lane (the first lane
 makes the checkpoint, the others wait on its lock and reuse it; `build.artifacts`). A point that no host can
 take fails the plan with the points and the reason named.
+
+Ports of a disaggregated point (`point["disaggregated"]`): its proxy listens on the lane's http port and each of its
+workers (context and generation instances) on a port of its own, `worker0`, `worker1`, ... in the lane's and the point's
+`ports`. They come from the lane's own block, the ports from its http port up to the next lane's (http + stride):
+the first ones there that no lane of the host takes for http, grpc or metrics. Every lane of a host that runs a
+disaggregated point gets as many worker ports as the widest one placed there (a point moved between its lanes keeps
+finding them); when a lane's block is too narrow, the host's stride grows by steps of 10 until each block holds them,
+so no port is shared between lanes. A host without a disaggregated point keeps its ports as before.
 """
 
 from __future__ import annotations
@@ -180,15 +188,39 @@ def _choose_hosts(points: list[dict[str, Any]], hosts: list[Host], mode: str) ->
     return placed
 
 
+def worker_count(point: dict[str, Any]) -> int:
+    """How many workers a disaggregated point starts (context and generation instances); 0 for any other."""
+    shape = point.get("disaggregated")
+    if not shape:
+        return 0
+    return sum(int(shape[role].get("instances") or 1) for role in ("context", "generation"))
+
+
+def _worker_ports(host: Host, count: int, workers: int) -> tuple[int, list[list[int]]]:
+    """(stride, each lane's worker ports): the first ports of each lane's block [http, http + stride) that no lane's
+    http, grpc or metrics port takes, the stride grown by 10 until every block holds `workers` of them."""
+    stride = host.port_stride
+    while True:
+        taken = {host.ports[role] + k * stride for role in PORT_ROLES for k in range(count)}
+        blocks = [[port for port in range(host.ports["http"] + k * stride, host.ports["http"] + (k + 1) * stride)
+                   if port not in taken][:workers] for k in range(count)]  # fmt: skip
+        if all(len(block) == workers for block in blocks):
+            return stride, blocks
+        stride += 10
+
+
 def _lanes(host: Host, points: list[dict[str, Any]], mode: str) -> list[Lane]:
     width = _lane_width(points)
     usable = [g.index for g in host.fitting({"gpus": width, **_strictest(points)})]
     count = _slots(host, width, mode) if width else 1
     count = min(count, max(1, len(usable) // width) if width else 1)
+    workers = max((worker_count(p) for p in points), default=0)
+    stride, worker_ports = _worker_ports(host, count, workers) if workers else (host.port_stride, [[]] * count)
     lanes = []
     for k in range(count):
         gpus = usable[k * width : (k + 1) * width] if mode == "pack" and width else usable if width else []
-        ports = {role: host.ports[role] + k * host.port_stride for role in PORT_ROLES}
+        ports = {role: host.ports[role] + k * stride for role in PORT_ROLES}
+        ports.update({f"worker{i}": port for i, port in enumerate(worker_ports[k])})
         lanes.append(Lane(name=f"{host.name}--lane{k}", host=host.name, index=k, gpus=gpus, ports=ports))
     # group by group, each point to the lane that finishes earliest: a checkpoint's points spread over the free
     # lanes (the artifact lock makes the others wait for the one making it), and a lane's points share checkpoints
@@ -210,7 +242,8 @@ def place(points: list[dict[str, Any]], hosts: list[Host], mode: str = "exclusiv
     """Place `points` on `hosts`; returns {points: [point + placement], lanes: [lane dicts]}.
 
     Each placed point gains: host, lane (inventory name), gpus (indices), visible_devices ("0,1" or ""),
-    ports {http, grpc, metrics}, order (position in its lane), colocated (other lanes on its host).
+    ports {http, grpc, metrics, and worker0.. on a lane with a disaggregated point}, order (position in its lane),
+    colocated (other lanes on its host).
     """
     if mode not in ("exclusive", "pack"):
         raise TrtsweepError(f"placement mode {mode!r}: expected exclusive or pack")
