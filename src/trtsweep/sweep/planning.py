@@ -61,7 +61,7 @@ from typing import Any
 from trtsweep.common.fileio import file_sha256
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.dataset import load_jsonl
-from trtsweep.sweep import flows, pytorch_axes, schema
+from trtsweep.sweep import disaggregated, flows, pytorch_axes, schema
 from trtsweep.sweep.slo import search_limits
 from trtsweep.toolchain.precisions import PRECISIONS as TRTLLM_PRECISIONS
 from trtsweep.triton import interface as triton_interface
@@ -337,17 +337,19 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
         _check_workload_lengths(benchmark, longest, isl)
     prompts_sha256 = file_sha256(prompts)  # in every point: an edited prompts file changes its settings hash
     placement = _placement(backend, sweep.get("placement"))
-    pytorch_axes.check_sweep(sweep, backend, used_flows, parallelism)
+    pytorch_axes.check_sweep(sweep, backend, used_flows, parallelism, servers)
     axes = pytorch_axes.combos(sweep)
     configs = _model_configs(sweep, models, axes)
 
     points = []
-    for model, precision, (tp, pp), bs, (isl, osl), stream in itertools.product(
-        models, precisions, parallelism, batch_sizes, lengths, streaming
+    for model, precision, (layout, (entry_tp, entry_pp)), bs, (isl, osl), stream in itertools.product(
+        models, precisions, enumerate(parallelism), batch_sizes, lengths, streaming
     ):
         field = f"models[{models.index(model)}].flow" if "flow" in model else "flow"
         pairs = flows.variants(model.get("flow", sweep_flows), servers, field)
-        for (flow, server), combo in ((pair, c) for pair in pairs for c in pytorch_axes.of_point(axes, pair[0], tp)):
+        for (flow, server), combo in ((pair, c) for pair in pairs
+                                      for c in pytorch_axes.of_point(axes, *pair, entry_tp, layout == 0)):  # fmt: skip
+            tp, pp = pytorch_axes.parallelism(combo, entry_tp, entry_pp)
             stem = f"{model['name']}_{precision}_tp{tp}pp{pp}_bs{bs}_isl{isl}osl{osl}_{'stream' if stream else 'sync'}"
             stem += pytorch_axes.id_part(combo)
             point_id = stem + flows.id_suffix(flow, server)
@@ -359,6 +361,9 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
                            triton if flow == "engine" else {}, benchmark, trtllm, placement)  # fmt: skip
             point |= {"flow": flow, "server": server, "config": stem, "input_data_sha256": prompts_sha256}
             point |= pytorch_axes.point_fields(combo)
+            if combo.disaggregated is not None:  # every worker's GPUs, on one host
+                point["resources"]["gpus"] = disaggregated.point_gpus(combo.disaggregated.shape, backend,
+                                                                      placement["gpus_per_point"])  # fmt: skip
             if flow == "pytorch":
                 pytorch_axes.check_point(combo, str(release), tp)
                 pytorch_axes.check_model(model, *configs.get(_config_key(model, combo), (None, None)), combo)

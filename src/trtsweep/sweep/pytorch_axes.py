@@ -1,4 +1,5 @@
-"""The PyTorch flow's own axes of the sweep matrix: speculative decoding, attention data parallelism, MoE parallelism.
+"""The PyTorch flow's own axes of the sweep matrix: speculative decoding, attention data parallelism, MoE parallelism,
+disaggregated serving.
 
 Sweep keys (trtsweep.sweep.schema: Speculative, Moe), each a list whose values multiply the matrix like its other
 axes, for the pytorch flow only:
@@ -13,6 +14,8 @@ axes, for the pytorch flow only:
 - `moe: [{ep, tp, backend, max_num_tokens}, ...]`: `moe_expert_parallel_size`, `moe_tensor_parallel_size` and
   `moe_config: {backend, max_num_tokens}`; TensorRT-LLM splits the tp ranks into moe tp x moe ep, so an entry
   measures only the parallelism entries whose tp is its tp x ep (the others are not combined with it).
+- `disaggregated: [none, {name, context, generation, transceiver}, ...]`: trtsweep.sweep.disaggregated (a value
+  takes its parallelism from its workers: planned once, not per parallelism entry; trtllm-serve points only).
 
 The engine flow's points of a sweep are planned without the axes (trtllm-build's engines are built without them
 here), as before; a sweep whose points are all the engine flow's is refused with them. What each value cannot take is
@@ -25,12 +28,15 @@ drafting only. A sweep without these keys plans exactly as before (no key in its
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import itertools
 import json
 from dataclasses import dataclass
 from typing import Any
 
 from trtsweep.errors import TrtsweepError
+from trtsweep.sweep import disaggregated as disagg
 from trtsweep.toolchain.llmapi import args as llmapi_args
 from trtsweep.toolchain.llmapi import options as llmapi_options
 
@@ -69,6 +75,7 @@ class Combo:
     attention_dp: bool | None
     moe: dict[str, Any] | None
     moe_index: int | None
+    disaggregated: disagg.Value | None = None  # None: aggregated (one server)
 
 
 def variants(value: list[Any] | None) -> list[Variant | None]:
@@ -89,22 +96,25 @@ def variants(value: list[Any] | None) -> list[Variant | None]:
 
 
 def combos(sweep: dict[str, Any]) -> list[Combo]:
-    """Every (speculative, attention_dp, moe) value of the sweep, in the sweep's order."""
+    """Every (speculative, attention_dp, moe, disaggregated) value of the sweep, in the sweep's order."""
     adp: list[bool | None] = list(sweep["attention_dp"]) if sweep.get("attention_dp") is not None else [None]
     moe = sweep.get("moe")
     moes: list[tuple[int | None, dict[str, Any] | None]] = list(enumerate(moe)) if moe is not None else [(None, None)]
-    product = itertools.product(variants(sweep.get("speculative")), adp, moes)
-    return [Combo(spec, dp, entry, index) for spec, dp, (index, entry) in product]
+    shapes = disagg.values(sweep.get("disaggregated"))
+    product = itertools.product(variants(sweep.get("speculative")), adp, moes, shapes)
+    return [Combo(spec, dp, entry, index, value) for spec, dp, (index, entry), value in product]
 
 
 def given(sweep: dict[str, Any]) -> bool:
-    return any(sweep.get(key) is not None for key in ("speculative", "attention_dp", "moe"))
+    return any(sweep.get(key) is not None for key in ("speculative", "attention_dp", "moe", "disaggregated"))
 
 
-def check_sweep(sweep: dict[str, Any], backend: str, used_flows: set[str], parallelism: list[tuple[int, int]]) -> None:
+def check_sweep(sweep: dict[str, Any], backend: str, used_flows: set[str], parallelism: list[tuple[int, int]],
+                servers: list[str]) -> None:  # fmt: skip
     """What the sweep as a whole cannot take: the axes in the engine flow, on the hf backend's one rank, beside
-    `pytorch.ep` or the same `llm_api:` keys, a MoE entry no parallelism entry fits."""
-    active = [key for key in ("speculative", "attention_dp", "moe") if _active(sweep, key)]
+    `pytorch.ep` or the same `llm_api:` keys, a MoE entry no parallelism entry or disaggregated value fits,
+    disaggregated serving without trtllm-serve."""
+    active = [key for key in ("speculative", "attention_dp", "moe", "disaggregated") if _active(sweep, key)]
     if active and "pytorch" not in used_flows:
         raise _fail(active[0], "an axis of the pytorch flow, and every point of this sweep is the engine flow's "
                                "(trtllm-build + Triton, planned without it): add flow: pytorch")  # fmt: skip
@@ -117,12 +127,23 @@ def check_sweep(sweep: dict[str, Any], backend: str, used_flows: set[str], paral
     for key in AXIS_OPTIONS:
         if key in (sweep.get("llm_api") or {}) and _axis_of(key, sweep):
             raise _fail(f"llm_api.{key}", f"set by the sweep's {_axis_of(key, sweep)}: axis (each point's own value)")
-    tps = {tp for tp, _ in parallelism}
+    disagg.check_sweep(sweep, backend, servers, used_flows)
+    shapes = [v for v in disagg.values(sweep.get("disaggregated")) if v is not None]
+    tps = {tp for tp, _ in parallelism} | {min(disagg.roles_tp(v.shape)) for v in shapes
+                                           if len(disagg.roles_tp(v.shape)) == 1}  # fmt: skip
     for index, entry in enumerate(sweep.get("moe") or []):
         if entry["ep"] * entry.get("tp", 1) not in tps:
-            raise _fail(f"moe[{index}]", f"moe tp x ep = {entry['ep'] * entry.get('tp', 1)} is no parallelism "
-                                         f"entry's tp ({', '.join(map(str, sorted(tps)))}): TensorRT-LLM splits the "
-                                         "tp ranks into moe tp x moe ep")  # fmt: skip
+            whose = "parallelism entry's or disaggregated value's" if shapes else "parallelism entry's"
+            raise _fail(f"moe[{index}]", f"moe tp x ep = {entry['ep'] * entry.get('tp', 1)} is no {whose} tp "
+                                         f"({', '.join(map(str, sorted(tps)))}): TensorRT-LLM splits the tp ranks into "
+                                         "moe tp x moe ep")  # fmt: skip
+    moe_tps = {entry["ep"] * entry.get("tp", 1) for entry in sweep.get("moe") or []}
+    for value in shapes if moe_tps else []:
+        if disagg.roles_tp(value.shape) - moe_tps or len(disagg.roles_tp(value.shape)) > 1:
+            tp = {role: value.shape[role]["tp"] for role in disagg.ROLES}
+            raise _fail(f"disaggregated[{value.index}]", f"context tp {tp['context']} and generation tp "
+                        f"{tp['generation']} fit no moe entry: every worker takes the point's moe layout, so both "
+                        f"roles' tp must be one moe tp x ep ({', '.join(map(str, sorted(moe_tps)))})")  # fmt: skip
     for spec in variants(sweep.get("speculative")) if backend == "hf" else []:
         kind = spec.config["decoding_type"] if spec is not None and spec.config is not None else None
         if kind is not None and kind not in HF_TYPES:
@@ -139,6 +160,8 @@ def _active(sweep: dict[str, Any], key: str) -> bool:
         return any(item != NONE for item in value)
     if key == "attention_dp":
         return any(value)
+    if key == "disaggregated":
+        return any(item != NONE for item in value)
     return True
 
 
@@ -150,19 +173,49 @@ def _axis_of(option: str, sweep: dict[str, Any]) -> str | None:
 ENGINE = Combo(None, None, None, None)  # an engine-flow point: planned as without the axes
 
 
-def of_point(axes: list[Combo], flow: str, tp: int) -> list[Combo]:
-    """The combinations a point of `flow` and `tp` ranks takes: the engine flow's points none of the axes (their
-    ids, options and hashes as before); a MoE entry only where tp = moe tp x moe ep."""
+def of_point(axes: list[Combo], flow: str, server: str, tp: int, first: bool) -> list[Combo]:
+    """The combinations a point of `flow`, `server` and `tp` ranks takes: the engine flow's points none of the axes
+    (their ids, options and hashes as before); a MoE entry only where tp = moe tp x moe ep. A disaggregated value
+    takes its parallelism from its workers: it comes once, with the `first` parallelism entry, where both its roles'
+    tp fit the MoE entry; Triton serves aggregated only (its points take the other axes' values once each)."""
     if flow == "engine":
         return [ENGINE]
-    return [c for c in axes if c.moe is None or c.moe["ep"] * c.moe.get("tp", 1) == tp]
+    if server != "trtllm-serve":
+        out: list[Combo] = []
+        for combo in (dataclasses.replace(c, disaggregated=None) for c in axes if _fits(c, {tp})):
+            out += [] if combo in out else [combo]
+        return out
+    aggregated = [c for c in axes if c.disaggregated is None and _fits(c, {tp})]
+    if not first:
+        return aggregated
+    shaped = [c for c in axes if c.disaggregated is not None and _fits(c, disagg.roles_tp(c.disaggregated.shape))]
+    return aggregated + shaped
+
+
+def _fits(combo: Combo, tps: set[int]) -> bool:
+    return combo.moe is None or tps == {combo.moe["ep"] * combo.moe.get("tp", 1)}
+
+
+def parallelism(combo: Combo, tp: int, pp: int) -> tuple[int, int]:
+    """The point's tp and pp: the parallelism entry's, or a disaggregated value's generation workers'."""
+    if combo.disaggregated is None:
+        return tp, pp
+    generation = combo.disaggregated.shape["generation"]
+    return generation["tp"], generation["pp"]
 
 
 def check_point(combo: Combo, release: str, tp: int) -> None:
-    """The combination against the point's release (its decoding types and their fields) and its tp."""
+    """The combination against the point's release (its decoding types and their fields, the transceiver) and its
+    tp (a disaggregated value's: every worker's)."""
+    value = combo.disaggregated
+    if combo.attention_dp and value is not None and 1 in disagg.roles_tp(value.shape):
+        role = next(r for r in disagg.ROLES if value.shape[r]["tp"] == 1)
+        raise _fail("attention_dp", f"attention DP spreads requests over the tp ranks, and every worker takes it: "
+                    f"disaggregated[{value.index}]'s {role} workers have tp 1 (give both roles tp > 1)")  # fmt: skip
     if combo.attention_dp and tp == 1:
         raise _fail("attention_dp", "attention DP spreads requests over the tp ranks: a tp 1 point measures the same "
                                     "as without it (give parallelism entries with tp > 1)")  # fmt: skip
+    disagg.check_release(value, release)
     spec = combo.speculative
     if spec is None or spec.config is None:
         return
@@ -204,21 +257,24 @@ def options(combo: Combo) -> dict[str, Any]:
 
 
 def id_part(combo: Combo) -> str:
-    """What a point id says of the combination: `_moe-ep4tp2[-cutlass]`, `_adp`, `_spec-<name>` (nothing for an
-    axis left out, attention DP off or no speculative decoding)."""
+    """What a point id says of the combination: `_moe-ep4tp2[-cutlass]`, `_adp`, `_disagg-<label>`, `_spec-<name>`
+    (nothing for an axis left out, attention DP off, aggregated serving or no speculative decoding; the variant
+    last, as the report's comparisons read it)."""
     part = ""
     if combo.moe is not None:
         backend = f"-{combo.moe['backend'].lower()}" if combo.moe.get("backend") else ""
         part += f"_moe-ep{combo.moe['ep']}tp{combo.moe.get('tp', 1)}{backend}"
     if combo.attention_dp:
         part += "_adp"
+    part += disagg.id_part(combo.disaggregated)
     if combo.speculative is not None and combo.speculative.config is not None:
         part += f"_spec-{combo.speculative.name}"
     return part
 
 
 def point_fields(combo: Combo) -> dict[str, Any]:
-    """The point's record of the combination (results.csv's speculative, attention_dp, moe_ep columns)."""
+    """The point's record of the combination (results.csv's speculative, attention_dp, moe_ep, disaggregated
+    columns): a disaggregated point's normalized value (trtsweep.sweep.disaggregated.normalize)."""
     out: dict[str, Any] = {}
     if combo.speculative is not None:
         out["speculative"] = combo.speculative.name
@@ -228,6 +284,8 @@ def point_fields(combo: Combo) -> dict[str, Any]:
         out["attention_dp"] = combo.attention_dp
     if combo.moe is not None:
         out["moe_ep"], out["moe_tp"] = combo.moe["ep"], combo.moe.get("tp", 1)
+    if combo.disaggregated is not None:
+        out["disaggregated"] = copy.deepcopy(combo.disaggregated.shape)
     return out
 
 

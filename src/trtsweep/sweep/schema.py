@@ -262,6 +262,81 @@ class Moe(_Strict):
     max_num_tokens: PositiveInt | None = Field(None, description="moe_config.max_num_tokens")
 
 
+class DisaggRole(_Strict):
+    """One role's workers of a disaggregated value: `instances` trtllm-serve workers of tp x pp GPUs each."""
+
+    tp: PositiveInt = Field(description="tensor-parallel ranks of each worker (its --tp_size)")
+    pp: PositiveInt = Field(1, description="pipeline-parallel ranks of each worker (its --pp_size)")
+    instances: PositiveInt = Field(1, description="workers of this role (the proxy's num_instances)")
+
+
+class Transceiver(BaseModel):
+    """The workers' cache_transceiver_config (the KV cache sent from context to generation workers); a key other
+    than these two is checked against the release's CacheTransceiverConfig at plan time."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    backend: str = Field(
+        "DEFAULT", pattern=r"^[A-Za-z]+$",
+        description="DEFAULT | UCX | NIXL | MPI, as the release names them (DEFAULT: UCX in 1.0 and 1.1, NIXL in 1.2)",
+    )  # fmt: skip
+    max_tokens_in_buffer: PositiveInt | None = Field(
+        None, description="tokens the transfer buffer holds (at least the longest input is best)"
+    )
+
+
+def disagg_label(context: dict[str, Any], generation: dict[str, Any]) -> str:
+    """`c{instances}x{tp}[p{pp}]-g{instances}x{tp}[p{pp}]` (pp only when > 1): a disaggregated value in point ids."""
+
+    def part(role: dict[str, Any]) -> str:
+        pp = role.get("pp", 1)
+        return f"{role.get('instances', 1)}x{role['tp']}" + (f"p{pp}" if pp > 1 else "")
+
+    return f"c{part(context)}-g{part(generation)}"
+
+
+class Disaggregated(_Strict):
+    """One disaggregated value of the PyTorch flow: context and generation workers (trtllm-serve each) behind
+    `trtllm-serve disaggregated` (trtsweep.sweep.disaggregated)."""
+
+    name: str | None = Field(
+        None, pattern=NAME_PATTERN, description="the value's name (default: its label, e.g. c1x1-g2x1)"
+    )
+    context: DisaggRole = Field(description="the context (prefill) workers")
+    generation: DisaggRole = Field(description="the generation (decode) workers")
+    transceiver: Transceiver | None = Field(None, description="cache_transceiver_config of every worker")
+
+
+def _disagg_kind(value: Any) -> str:
+    return "value" if isinstance(value, dict | Disaggregated) else "none"
+
+
+def _distinct_values(value: list[Any]) -> list[Any]:
+    """Point ids name a disaggregated value by its workers' label, results by its name (default the label): two
+    values with the same workers, or the same name, would share them."""
+    labels: dict[str, int] = {}
+    names: dict[str, int] = {}
+    for index, item in enumerate(value):
+        if isinstance(item, str):  # none
+            keys = [(names, item, "value")]
+        else:
+            label = disagg_label(item.context.model_dump(), item.generation.model_dump())
+            keys = [(labels, label, "workers"), (names, item.name or label, "name")]
+        for seen, key, what in keys:
+            if key in seen:
+                raise _At((index,), f"the same {what} ({key}) as [{seen[key]}]: point ids and results name a value "
+                                    "by its workers and its name, so each value needs its own")  # fmt: skip
+            seen[key] = index
+    return value
+
+
+DisaggregatedItem = Annotated[
+    Annotated[Literal["none"], Tag("none")] | Annotated[Disaggregated, Tag("value")],
+    Discriminator(_disagg_kind),
+]  # a mapping is a value, anything else must be "none"
+Disaggregateds = Annotated[list[DisaggregatedItem], Field(min_length=1), AfterValidator(_distinct_values)]
+
+
 SEARCH_LIMITS = search.KEYS  # the slo keys llm-perf's capacity search judges each level by
 
 
@@ -584,6 +659,10 @@ class Sweep(_Strict):
     moe: Annotated[list[Moe], Field(min_length=1)] | None = Field(
         None, description="pytorch flow: MoE layouts (moe tp x ep = the point's tp), a matrix axis"
     )
+    disaggregated: Disaggregateds | None = Field(
+        None, description="pytorch flow, trtllm-serve: aggregated (none) and disaggregated context/generation workers, "
+        "a matrix axis; a value takes its parallelism from its workers",
+    )  # fmt: skip
     trtllm: Trtllm | None = Field(None, description="tensorrtllm only: the TensorRT-LLM installation")
     triton: dict[str, Any] | None = Field(
         None,
