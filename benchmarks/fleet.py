@@ -510,6 +510,8 @@ def main() -> None:
     parser.add_argument("--size-hosts", type=int, default=10)
     parser.add_argument("--size-gpus", type=int, default=8)
     parser.add_argument("--size-requests", type=int, default=30, help="size case: requests per point")
+    parser.add_argument("--host-python", type=Path, help="size case: the hosts' Python, trtsweep installed in it "
+                        "(no venv from the wheelhouse; see tools/device_setup.sh)")  # fmt: skip
     args = parser.parse_args()
     if args.size_case:
         args.hosts = args.size_hosts
@@ -570,10 +572,16 @@ def size_case(args: argparse.Namespace) -> None:
     hosts x gpus / 2 batch sizes), against one point on one lane (T1). efficiency = T1 x points / (lanes x T);
     T = the lanes play (Run the lanes) of each run; controller CPU = the ansible-playbook tree's CPU seconds
     (rusage of everything it waited for) plus the heartbeats'."""
-    wheelhouse = ensure_wheelhouse(args.wheelhouse.resolve())
     demo_cache = ensure_demo_model()
     native_dir = args.fleet_dir.resolve() / "native"
     native_dir.mkdir(parents=True, exist_ok=True)
+    if args.host_python:  # the hosts run trtsweep from this Python as it is (installed there beforehand)
+        host_python = args.host_python
+        install: dict[str, Any] = {"fleet_prepare_install": False, "ansible_python_interpreter": str(host_python)}
+    else:  # the hosts install a venv from the wheelhouse (shared: one filesystem)
+        host_python = native_dir / "venv" / "bin" / "python"
+        install = {"fleet_prepare_python": "/usr/bin/python3", "fleet_prepare_dir": str(native_dir),
+                   "fleet_prepare_wheelhouse": str(ensure_wheelhouse(args.wheelhouse.resolve()))}  # fmt: skip
     points = args.size_hosts * args.size_gpus
     batch_sizes = list(range(1, points // 2 + 1))
     bench = {"protocol": args.protocol, "concurrency": [1], "num_requests": args.size_requests, "max_tokens": 16,
@@ -586,10 +594,9 @@ def size_case(args: argparse.Namespace) -> None:
             names = sorted(hosts, key=lambda n: int(n[1:]))[: args.size_hosts]
             for name in names:
                 seed(Path(hosts[name]["trtsweep_cache_dir"]), demo_cache)
-            wrapper = standin_wrapper(tmp / "tritonserver-standin", native_dir / "venv" / "bin" / "python", args)
-            standin = {"fleet_prepare_python": "/usr/bin/python3", "fleet_prepare_wheelhouse": str(wheelhouse),
-                       "fleet_prepare_dir": str(native_dir), "trtsweep_triton_runtime": "native",
-                       "triton_serve_tritonserver": str(wrapper), "trtsweep_gpus": 1}  # fmt: skip
+            wrapper = standin_wrapper(tmp / "tritonserver-standin", host_python, args)
+            standin = {**install, "trtsweep_triton_runtime": "native", "triton_serve_tritonserver": str(wrapper),
+                       "trtsweep_gpus": 1}  # fmt: skip
             warm_up(runner, "standin", hosts, names, standin, args.protocol, tmp)
             one = write_inventory(tmp / "inv-size-1.yml", hosts, names[:1], standin)
             alone = sweep_vars(tmp / "size-1.yml", "fleetbench-size-1", ["float32"], [1], bench, tmp / "results",

@@ -54,9 +54,10 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-SSHD = Path("/usr/sbin/sshd")
-SFTP_SERVER = Path("/usr/lib/openssh/sftp-server")
-BARE_PYTHON = Path("/usr/bin/python3")
+# Debian's paths; a machine without OpenSSH installed names a relocated copy (tools/device_kit.py makes one)
+SSHD = Path(os.environ.get("TRTSWEEP_BED_SSHD", "/usr/sbin/sshd"))
+SFTP_SERVER = Path(os.environ.get("TRTSWEEP_BED_SFTP_SERVER", "/usr/lib/openssh/sftp-server"))
+BARE_PYTHON = Path(os.environ.get("TRTSWEEP_BED_PYTHON", "/usr/bin/python3"))
 NETWORK = ipaddress.IPv4Network("169.254.77.0/24")
 BLOCK_PREFIX = 26
 MAX_HOSTS = 50  # host addresses are block base + 10 + N, below the block's broadcast address
