@@ -37,7 +37,13 @@ The PyTorch flow's axes (trtsweep.sweep.pytorch_axes; empty for a sweep without 
 name, "none" without), `attention_dp`, `moe_ep`; per level, from trtllm-serve's iteration stats (specDecodingStats,
 trtsweep.perf.server_metrics.spec_decoding), `acceptance_rate` (accepted / drafted tokens) and `acceptance_length`
 (tokens a drafted request gains a step; empty where the server reports none: no speculative decoding, or Triton).
-`gpus` counts every GPU the point's workers were placed on.
+`disaggregated` is a disaggregated point's workers (trtsweep.sweep.disaggregated: its label, `c1x1-g2x1`; empty for
+an aggregated point).
+
+`gpus` (and `gpu_ids`) are the GPUs the point's servers use, every worker's: the first `resources.gpus` (tp x pp;
+a disaggregated point's every context and generation worker) of those its lane holds (an exclusive lane holds all of
+its host's), so tokens/s per GPU divides by the GPUs the point took; a point that does not say (a record of an
+earlier run) counts every GPU of its lane.
 
 Two columns say whether a row's numbers can be trusted at all: `point_status` (the point's status record: only an
 "ok" point's levels are candidates for the verdict) and `server_identity_error` (llm-perf's --expect-server-id
@@ -55,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from trtsweep.common.fileio import atomic_write_text, read_json
+from trtsweep.sweep import disaggregated
 from trtsweep.sweep.slo import ACCURACY_METRICS
 
 LATENCIES = ("ttft", "tpot", "icl", "e2e")
@@ -62,9 +69,9 @@ STATS = ("mean", "p50", "p90", "p95", "p99")
 # config: the point's configuration whatever flow and server measure it (the id less its flow/server part)
 SETTINGS = ("model", "model_revision", "backend", "flow", "server", "config", "precision", "tp", "pp", "world_size",
             "max_batch_size", "max_input_len", "max_output_len", "streaming", "protocol", "workload", "speculative",
-            "attention_dp", "moe_ep")  # fmt: skip
+            "attention_dp", "moe_ep", "disaggregated")  # fmt: skip
 # not copied from point.json as they are
-OWN = ("model", "model_revision", "protocol", "flow", "server", "config", "workload")
+OWN = ("model", "model_revision", "protocol", "flow", "server", "config", "workload", "disaggregated")
 WHERE = ("host", "gpus", "gpu_ids", "run_id", "settings_hash", "trtsweep", "trtsweep_build", "tensorrt_llm", "triton")
 TRUST = ("point_status", "server_identity_error")
 LOAD = ("concurrency", "replay_speed", "requests", "succeeded", "failed", "success_rate", "errors", "abandoned")
@@ -141,9 +148,18 @@ def workload(benchmark: dict[str, Any]) -> str:
     return base
 
 
+def point_gpus(point: dict[str, Any], status: dict[str, Any]) -> list[Any]:
+    """The GPUs the point's servers used: the first `resources.gpus` of its lane's (all of them where the point
+    does not say how many it takes)."""
+    placed = list(status.get("gpus") or [])
+    needs = (point.get("resources") or {}).get("gpus")
+    return placed[:needs] if isinstance(needs, int) and not isinstance(needs, bool) and needs > 0 else placed
+
+
 def _point_columns(point_dir: Path, point: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     repo = read_json(point_dir / "repository.json") or {}
-    gpus = status.get("gpus") or []
+    gpus = point_gpus(point, status)
+    shape = point.get("disaggregated")
     built = status.get("trtsweep") or {}
     return {
         "point": point_dir.name,
@@ -156,6 +172,7 @@ def _point_columns(point_dir: Path, point: dict[str, Any], status: dict[str, Any
         "config": point.get("config", point_dir.name),
         "protocol": "openai" if point.get("server") == "trtllm-serve" else point.get("benchmark", {}).get("protocol"),
         "workload": workload(point.get("benchmark", {})),
+        "disaggregated": disaggregated.label(shape) if isinstance(shape, dict) else None,
         "host": status.get("host"),
         "gpus": len(gpus),
         "gpu_ids": ",".join(str(g) for g in gpus),
