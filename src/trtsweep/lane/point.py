@@ -521,10 +521,25 @@ class PointRun(PointStages):
             state = server.start(spec, self.state_file)
             server.wait_ready(state, float(self.s["triton_serve_ready_timeout"]))
             self.made.server_id = state.server_id
+            self._check_gpus(state.pid)
             self._enter("benchmark")
             self._benchmark()
         finally:
             self._stop_server()
+
+    def _check_gpus(self, pid: int) -> None:
+        """The ready server runs on exactly the point's GPUs (as NVML sees its process tree), recorded in the point's
+        results as server_gpus.json (index, UUID, name, memory); nothing to check on a CPU point or host."""
+        from trtsweep.serve import gpus_seen
+
+        given = list(self.p.get("gpus") or [])
+        found = gpus_seen.seen(pid) if given else None
+        if found is None:
+            return
+        (self.paths.results / "server_gpus.json").write_text(_nice_json({"given": given, "seen": found}))
+        wrong = gpus_seen.mismatch(given, found)
+        if wrong:
+            raise StepFailed(wrong)
 
     def _benchmark(self) -> None:
         from trtsweep.perf import export

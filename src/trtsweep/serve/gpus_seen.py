@@ -1,0 +1,82 @@
+"""Which GPUs a started server runs on, as the driver sees it: the check that a point's server holds exactly the GPUs
+it was given.
+
+A server is given its GPUs through CUDA_VISIBLE_DEVICES (serve/command.py); a process that ignores it, a launcher
+that resets it, or a stale server on the point's GPUs would measure other GPUs than the plan says. Once the server
+is ready, `seen(pid)` asks NVML for the compute processes of every GPU and keeps those of the server's process tree
+(Triton's python-backend stubs, trtllm-serve's MPI ranks: the processes that hold the CUDA contexts), with each GPU's
+index, UUID, name and the memory the tree holds there. `mismatch(given, found)` says in one line what differs.
+Without NVML (a CPU host) there is nothing to check: `seen` returns None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+MIB = 2**20
+
+
+def tree(root: int, proc: Path = Path("/proc")) -> set[int]:
+    """The PID and every descendant's (from /proc/<pid>/stat's parent PIDs)."""
+    parents: dict[int, int] = {}
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat[stat.rfind(")") + 2 :].split()[1])
+    found = {root}
+    grew = True
+    while grew:
+        grew = False
+        for pid, parent in parents.items():
+            if parent in found and pid not in found:
+                found.add(pid)
+                grew = True
+    return found
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def seen(root: int, nvml: Any | None = None, pids: Callable[[int], set[int]] = tree) -> list[dict[str, Any]] | None:
+    """GPUs whose compute processes include the tree of `root`: [{index, uuid, name, pids, memory_mb}], by index;
+    None without NVML."""
+    if nvml is None:
+        try:
+            import pynvml as nvml  # nvidia-ml-py
+        except ImportError:
+            return None
+    try:
+        nvml.nvmlInit()
+    except Exception:  # NVMLError: no driver here
+        return None
+    try:
+        ours = pids(root)
+        found = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            procs = [p for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid in ours]
+            if procs:
+                held = [p.usedGpuMemory for p in procs if isinstance(p.usedGpuMemory, int)]
+                found.append({
+                    "index": index, "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
+                    "name": _text(nvml.nvmlDeviceGetName(handle)), "pids": sorted(p.pid for p in procs),
+                    "memory_mb": round(sum(held) / MIB) if held else None,
+                })  # fmt: skip
+        return found
+    finally:
+        nvml.nvmlShutdown()
+
+
+def mismatch(given: Iterable[int], found: list[dict[str, Any]]) -> str | None:
+    """One line when the server's GPUs are not exactly the given ones (None when they are)."""
+    want, have = sorted(set(given)), sorted(g["index"] for g in found)
+    if want == have:
+        return None
+    where = ", ".join(f"{g['index']} ({g['uuid']})" for g in found) or "none"
+    return f"its server runs on GPU(s) {where}; it was given GPU(s) {', '.join(map(str, want)) or 'none'}"
