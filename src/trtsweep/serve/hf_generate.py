@@ -226,7 +226,12 @@ class Engine:
             torch.set_num_threads(settings.torch_threads)
         cpu_auto = settings.dtype == "auto" and self.device.type == "cpu"
         dtype: Any = torch.float32 if cpu_auto else DTYPES.get(settings.dtype, "auto")
-        model = AutoModelForCausalLM.from_pretrained(settings.model, dtype=dtype).to(self.device).eval()
+        if self.device.type == "cuda" and settings.device in ("auto", "cuda") and torch.cuda.device_count() > 1:
+            # every GPU the server was given (CUDA_VISIBLE_DEVICES: a tp x pp point's): the layers split evenly over
+            # them in order (accelerate's balanced device map: a pipeline, one request's step at a time)
+            model = AutoModelForCausalLM.from_pretrained(settings.model, dtype=dtype, device_map="balanced").eval()
+        else:
+            model = AutoModelForCausalLM.from_pretrained(settings.model, dtype=dtype).to(self.device).eval()
         self.max_seq_len: int | None = settings.max_seq_len or getattr(model.config, "max_position_embeddings", None)
         if settings.dtype == "int8":
             model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
