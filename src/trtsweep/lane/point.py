@@ -378,6 +378,8 @@ class PointRun(PointStages):
         failure: dict[str, Any] | None = None
         # the point's GPUs for every tool it starts (checkpoint, build, server); none on a CPU point
         os.environ["CUDA_VISIBLE_DEVICES"] = str(self.p.get("visible_devices", ""))
+        # ... counted as nvidia-smi counts them (the host facts' indices), not fastest first as CUDA does by default
+        os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         try:
             self._preflight()
             self._download()
