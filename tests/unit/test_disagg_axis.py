@@ -4,13 +4,16 @@ against the releases' CacheTransceiverConfig (src/trtsweep/toolchain/llmapi/args
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet import placement, status
 from trtsweep.sweep import planning
+from trtsweep.toolchain.llmapi import disagg
 
 STEM = "m_bf16_tp{tp}pp{pp}_bs8_isl512osl64_stream"
 C1G1 = {"context": {"tp": 1}, "generation": {"tp": 1}}
@@ -200,3 +203,26 @@ def test_a_value_larger_than_any_host_is_refused_by_placement_naming_the_point_a
         placement.check_fit(points, [host])
     assert str(err.value) == (f"no host can take 1 point(s): {STEM.format(tp=4, pp=1)}_disagg-c2x2-g2x4_pytorch-serve "
                               "(12 GPU(s)); hosts offer h1: 8 usable GPU(s)")  # fmt: skip
+
+
+@pytest.mark.parametrize("release", ["1.0", "1.1", "1.2"])
+def test_the_example_sweeps_points_make_workers_the_release_takes(release):
+    """sweeps/qwen3_8b_agg_disagg.yml planned against each release: every disaggregated point's normalized value is
+    the generator's shape (trtsweep.toolchain.llmapi.disagg: same label and GPUs), whose workers' options files and
+    flags the release's tables accept."""
+    root = Path(__file__).resolve().parents[2]
+    value = yaml.safe_load((root / "sweeps" / "qwen3_8b_agg_disagg.yml").read_text())["trtsweep_sweep"]
+    value["trtllm"]["version"] = f"{release}.0"
+    points = planning.expand(value, base_dir=root)
+    assert sorted(p["id"].split("_stream")[1] for p in points) == [
+        "_disagg-c1x1-g1x1_pytorch-serve", "_disagg-c1x1-g2x1_pytorch-serve", "_disagg-c2x1-g1x2_pytorch-serve",
+        "_disagg-c2x1-g3x2_pytorch-serve", "_pytorch-serve", "_pytorch-serve"]  # fmt: skip
+    assert max(p["resources"]["gpus"] for p in points) == 8
+    for point in (p for p in points if "disaggregated" in p):
+        shape = disagg.Shape.from_point(point["disaggregated"])
+        assert point["id"].endswith(f"_disagg-{shape.label()}_pytorch-serve")
+        assert shape.gpus() == point["resources"]["gpus"]
+        ports = list(range(9000, 9000 + shape.instances()))
+        made = disagg.workers(shape, release, point["llm_api"], list(range(shape.gpus())), "127.0.0.1", ports)
+        assert [w.role for w in made].count("generation") == point["disaggregated"]["generation"]["instances"]
+        assert {w.tp for w in made if w.role == "generation"} == {point["tp"]}
