@@ -13,6 +13,28 @@ and whose TTFT, TPOT and request latency are within the SLO's ``ttft_p99_ms``, `
 (the tool predicts steady-state values, not p99s: the limits are applied to them as they are). With PP the tool
 keeps PP micro-batches of ``bs`` in flight: its concurrency is ``bs`` x PP.
 
+A disaggregated configuration (the config's ``disaggregated``: ``context`` / ``generation`` ``{tp, pp, instances}``,
+point["disaggregated"]) is one ``serving_mode: disagg`` experiment of the same command, its shape pinned: the
+prefill (context) and decode (generation) workers' ``*_tp_candidates`` / ``*_pp_candidates`` /
+``*_num_gpu_candidates`` fixed, at most ``instances`` workers of each role (``max_prefill_workers``,
+``max_decode_workers``) and a replica of exactly their GPUs (``num_gpu_per_replica``, ``total_gpus``): the tool's
+rate matching then has one worker count per role to give (p x prefill GPUs + d x decode GPUs = the sum, p and d at
+most the instances). ``decode_max_batch_size`` is the configuration's ``max_batch_size``. Its ``pareto.csv`` rows
+name the workers (``(p)tp``, ``(p)pp``, ``(p)workers``, ``(d)tp``, ``(d)pp``, ``(d)workers``, ``(d)bs``; the tool's
+``replicas`` is ``total_gpus // num_total_gpus``, computed for its printed table only, 1 here); the prediction is
+the row of exactly the configuration's workers with the most tokens/s per GPU whose ``(d)bs`` is <= its
+``max_batch_size`` within the SLO, the row's workers kept in ``Prediction.disaggregated``.
+
+The other axes of the PyTorch flow: attention DP is the tool's ``dp`` (attention tp 1, dp = the point's tp; the
+tool models it for MoE models only: on a dense model it is not predicted); a ``moe`` entry pins
+``*_moe_tp_candidates`` / ``*_moe_ep_candidates`` (its ``backend`` is not modelled: the tool's ``moe_backend`` names
+SGLang/vLLM kernels); speculative decoding is not predicted (the tool models MTP only, from ``nextn`` and
+``nextn_accepted``, the accepted draft tokens per step, which it never infers and which is what the sweep measures).
+Sources (the ``aiconfigurator==0.12.0`` wheel): ``aiconfigurator/sdk/task_v2.py`` (the Task's fields),
+``aiconfigurator/sdk/sweep.py`` (``_rate_match_dict``: the disagg columns; ``sweep_disagg``: the worker matching),
+``aiconfigurator_core/sdk/utils.py`` (``enumerate_parallel_config``: dp only for MoE models, trtllm never dp and tp >
+1 together), ``aiconfigurator/cli/report_and_save.py`` (replicas), ``aiconfigurator/sdk/speculative.py``.
+
 A configuration the tool cannot predict is unsupported, with the reason: a precision without a mode, or the
 tool's own error line (an architecture it does not know, a quantization mode its database lacks for the GPU,
 TP that does not divide the heads, no data for the model's shapes). Runs are cached in ``workdir`` by a hash
@@ -67,6 +89,9 @@ KV_CACHE_MODES = {None: "bfloat16", "int8": "int8", "fp8": "fp8"}
 # trtsweep SLO key -> pareto.csv column it bounds (ms)
 LIMIT_COLUMNS = {"ttft_p99_ms": "ttft", "tpot_p99_ms": "tpot", "e2e_p99_ms": "request_latency"}
 COLUMNS = ("bs", "concurrency", "request_rate", "ttft", "tpot", "request_latency", "tokens/s/gpu")
+# a disaggregated run's pareto.csv (sdk/sweep.py _rate_match_dict): its batch is the decode workers' (d)bs
+DISAGG_COLUMNS = tuple(f"({side}){key}" for side in "pd" for key in ("tp", "dp", "pp", "workers", "bs")) + COLUMNS[1:]
+ROLES = {"context": "prefill", "generation": "decode"}  # our role -> the tool's
 CONFIG_FIELDS = ("id", "precision", "tp", "pp", "max_batch_size")
 EXPERIMENT_ERROR = re.compile(rf"experiment '?{EXPERIMENT}'?(?: failed)?: (.+)", re.IGNORECASE)
 EXCEPTION_LINE = re.compile(r"^([\w.]*(?:Error|Exception)\w*: .+)")
@@ -85,6 +110,8 @@ class Prediction:
     request_rate: float | None = None
     ttft_ms: float | None = None
     tpot_ms: float | None = None
+    # a disaggregated configuration's predicted row: role -> {tp, dp, pp, workers, bs} (the tool's (p)/(d) columns)
+    disaggregated: dict[str, dict[str, int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,7 +139,8 @@ def predict(
     jobs: int = 2,
 ) -> dict[str, Prediction]:  # fmt: skip
     """Configuration id -> its Prediction. `configs`: {"id", "precision", "tp", "pp", "max_batch_size",
-    "kv_cache_dtype" (optional)}; `model_dir` holds config.json; `system` from `system_for_gpu`; `version` the
+    "kv_cache_dtype", "disaggregated", "attention_dp", "moe_tp", "moe_ep", "speculative" (each optional: the point's
+    fields)}; `model_dir` holds config.json; `system` from `system_for_gpu`; `version` the
     performance database version (None: the tool's current one); `database_mode` SILICON (measured data only)
     or HYBRID (also estimates shapes it has not measured); `jobs` tool processes at once."""
     tool = shutil.which(executable)
@@ -126,11 +154,13 @@ def predict(
         raise TrtsweepError(f"{config_json}: not found (AIConfigurator reads the model's shape from config.json)")
     out: dict[str, Prediction] = {}
     tasks: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    moe_model = _is_moe(config_json)
     for config in configs:
         _check(config)
         modes = quant_modes(config["precision"], config.get("kv_cache_dtype"))
-        if isinstance(modes, str):
-            out[config["id"]] = Prediction(supported=False, reason=modes)
+        why = modes if isinstance(modes, str) else not_predicted(config, moe_model)
+        if why is not None or isinstance(modes, str):
+            out[config["id"]] = Prediction(supported=False, reason=why)
             continue
         task = _task(config, modes, model_dir, system, isl, osl, slo, version, database_mode)
         key = _key(task, config_json.read_bytes(), tool)
@@ -140,7 +170,7 @@ def predict(
         runs = dict(zip(tasks, pool.map(lambda k: _run(tool, tasks[k][0], workdir / k), tasks), strict=True))
     for key, (_, group) in tasks.items():
         for config in group:
-            out[config["id"]] = _prediction(runs[key], config["max_batch_size"], slo)
+            out[config["id"]] = _prediction(runs[key], config, slo)
     return out
 
 
@@ -150,21 +180,66 @@ def _check(config: dict[str, Any]) -> None:
             raise TrtsweepError(f"configuration {config.get('id', '?')}: no {field!r} (expected {CONFIG_FIELDS})")
 
 
+def _is_moe(config_json: Path) -> bool:
+    """Whether the model's config.json names routed experts (the tool models attention DP for those only)."""
+    from trtsweep.sweep.pytorch_axes import experts
+
+    try:
+        config = json.loads(config_json.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and experts(config) is not None
+
+
+def not_predicted(config: dict[str, Any], moe_model: bool) -> str | None:
+    """Why the tool cannot predict what the configuration measures (None: it can)."""
+    speculative = config.get("speculative")
+    if speculative not in (None, "none"):
+        return (f"speculative decoding ({speculative}): not predicted (AIConfigurator 0.12 models MTP only, from "
+                "nextn and nextn_accepted, the accepted draft tokens per step it never infers: what the sweep "
+                "measures)")  # fmt: skip
+    if config.get("attention_dp") and not moe_model:
+        return "attention DP on a dense model: not predicted (AIConfigurator 0.12 models attention DP for MoE models)"
+    return None
+
+
+def _parallel(prefix: str, tp: int, pp: int, config: dict[str, Any]) -> dict[str, Any]:
+    """One role's search space pinned to the configuration: attention DP is the tool's dp (attention tp 1), a MoE
+    entry its moe tp / ep."""
+    attention_tp, dp = (1, tp) if config.get("attention_dp") else (tp, 1)
+    out: dict[str, Any] = {f"{prefix}num_gpu_candidates": [tp * pp], f"{prefix}tp_candidates": [attention_tp],
+                           f"{prefix}pp_candidates": [pp], f"{prefix}dp_candidates": [dp]}  # fmt: skip
+    if config.get("moe_ep") is not None:
+        out[f"{prefix}moe_tp_candidates"] = [config.get("moe_tp", 1)]
+        out[f"{prefix}moe_ep_candidates"] = [config["moe_ep"]]
+    return out
+
+
 def _task(
     config: dict[str, Any], modes: tuple[str, str], model_dir: Path, system: str, isl: int, osl: int,
     slo: dict[str, float], version: str | None, database_mode: str,
 ) -> dict[str, Any]:  # fmt: skip
-    """One aggregated experiment of `aiconfigurator cli exp` (its flat task schema) fixed to this configuration."""
-    gpus = config["tp"] * config["pp"]
-    task: dict[str, Any] = {
-        "serving_mode": "agg", "model_path": str(model_dir.resolve()), "system_name": system, "backend_name": "trtllm",
-        "database_mode": database_mode, "isl": isl, "osl": osl, "total_gpus": gpus,
-        "gemm_quant_mode": modes[0], "kvcache_quant_mode": modes[1],
-        "agg_num_gpu_candidates": [gpus], "agg_tp_candidates": [config["tp"]], "agg_pp_candidates": [config["pp"]],
-        "agg_dp_candidates": [1],
-    }  # fmt: skip
-    if version is not None:
-        task["backend_version"] = version
+    """One experiment of `aiconfigurator cli exp` (its flat task schema) fixed to this configuration: aggregated,
+    or disaggregated with its workers' shape."""
+    task: dict[str, Any] = {"database_mode": database_mode, "isl": isl, "osl": osl}
+    shape = config.get("disaggregated")
+    if shape is None:
+        task |= {"serving_mode": "agg", "total_gpus": config["tp"] * config["pp"]}
+        roles = {"": (config["tp"], config["pp"])}
+    else:
+        gpus = sum(shape[r]["instances"] * shape[r]["tp"] * shape[r]["pp"] for r in ROLES)
+        task |= {"serving_mode": "disagg", "total_gpus": gpus, "num_gpu_per_replica": [gpus],
+                 "max_gpu_per_replica": gpus, "max_prefill_workers": shape["context"]["instances"],
+                 "max_decode_workers": shape["generation"]["instances"],
+                 "decode_max_batch_size": config["max_batch_size"]}  # fmt: skip
+        roles = {f"{ROLES[r]}_": (shape[r]["tp"], shape[r]["pp"]) for r in ROLES}
+    for prefix, (tp, pp) in roles.items():
+        task |= {f"{prefix}model_path": str(model_dir.resolve()), f"{prefix}system_name": system,
+                 f"{prefix}backend_name": "trtllm", f"{prefix}gemm_quant_mode": modes[0],
+                 f"{prefix}kvcache_quant_mode": modes[1]}  # fmt: skip
+        task |= _parallel(prefix or "agg_", tp, pp, config)
+        if version is not None:
+            task[f"{prefix}backend_version"] = version
     for key, field in (("ttft_p99_ms", "ttft"), ("tpot_p99_ms", "tpot")):
         if key in slo:
             task[field] = float(slo[key])
@@ -216,23 +291,49 @@ def _error_line(output: str, returncode: int) -> str:
     return f"AIConfigurator exited {returncode} without a result"
 
 
-def _prediction(run: Path | str, max_batch_size: int, slo: dict[str, float]) -> Prediction:
+def _prediction(run: Path | str, config: dict[str, Any], slo: dict[str, float]) -> Prediction:
     if isinstance(run, str):
         return Prediction(supported=False, reason=run)
     with run.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
-    missing = [column for column in COLUMNS if rows and column not in rows[0]]
+    shape = config.get("disaggregated")
+    columns, batch = (COLUMNS, "bs") if shape is None else (DISAGG_COLUMNS, "(d)bs")
+    missing = [column for column in columns if rows and column not in rows[0]]
     if missing:
         return Prediction(supported=False, reason=f"{run.name}: no column {missing[0]!r} (AIConfigurator 0.12 format)")
-    met = [row for row in rows if int(float(row["bs"])) <= max_batch_size and _meets(row, slo)]
+    limit = config["max_batch_size"]
+    met = [row for row in rows if _whole(row[batch]) <= limit and _meets(row, slo) and _shaped(row, shape)]
     if not met:
-        reason = f"no batch size <= {max_batch_size} is predicted to meet the SLO"
+        reason = f"no batch size <= {limit} is predicted to meet the SLO"
         return Prediction(supported=True, reason=reason, tokens_per_s_per_gpu=0.0)
     best = max(met, key=lambda row: (float(row["tokens/s/gpu"]), -float(row["concurrency"])))
+    workers = None if shape is None else {role: _worker(best, side) for role, side in ROLES.items()}
     return Prediction(
-        supported=True, tokens_per_s_per_gpu=float(best["tokens/s/gpu"]), concurrency=int(float(best["concurrency"])),
+        supported=True, tokens_per_s_per_gpu=float(best["tokens/s/gpu"]), concurrency=_whole(best["concurrency"]),
         request_rate=float(best["request_rate"]), ttft_ms=float(best["ttft"]), tpot_ms=float(best["tpot"]),
+        disaggregated=workers,
     )  # fmt: skip
+
+
+def _whole(value: str) -> int:
+    return int(float(value))
+
+
+def _shaped(row: dict[str, str], shape: dict[str, Any] | None) -> bool:
+    """A disaggregated row of exactly the configuration's workers (every row of an aggregated run): each role's
+    ranks (the tool's tp x dp), pp and worker count."""
+    if shape is None:
+        return True
+    for role, side in ROLES.items():
+        ours, tool = shape[role], _worker(row, side)
+        if (tool["tp"] * tool["dp"], tool["pp"], tool["workers"]) != (ours["tp"], ours["pp"], ours["instances"]):
+            return False
+    return True
+
+
+def _worker(row: dict[str, str], side: str) -> dict[str, int]:
+    """A role's columns of a disaggregated row: (p)tp, (p)dp, (p)pp, (p)workers, (p)bs (or (d)...)."""
+    return {key: _whole(row[f"({side[0]}){key}"]) for key in ("tp", "dp", "pp", "workers", "bs")}
 
 
 def _meets(row: dict[str, str], slo: dict[str, float]) -> bool:

@@ -3,9 +3,12 @@
 What it is asked (trtsweep.search.predict): the model's config.json (`search.model_dirs[<model name>]` on the
 controller, else config.json alone fetched from the Hub into its cache), the GPU type of the hosts that can take
 the configuration (their nvidia-smi names, or the inventory's `trtsweep_gpus`), the point's ISL / OSL (its engine
-limits), its precision, TP / PP, max batch size and KV-cache dtype, and the sweep's SLO limits. The predictions are
-made once per sweep and settings: `results/<sweep>/predictions.json` holds them, with what they were asked, so
-later rounds, the report and a rerun read the same ones.
+limits), its precision, TP / PP, max batch size and KV-cache dtype, and the sweep's SLO limits; of the PyTorch
+flow's axes, a disaggregated point's workers (asked as AIConfigurator's `serving_mode: disagg`, its shape pinned),
+attention DP, the MoE layout and the speculative variant (trtsweep.search.predict says which it predicts), so that
+the predicted strategy ranks aggregated and disaggregated configurations together and measures the best of both.
+The predictions are made once per sweep and settings: `results/<sweep>/predictions.json` holds them, with what
+they were asked, so later rounds, the report and a rerun read the same ones.
 """
 
 from __future__ import annotations
@@ -37,6 +40,16 @@ def model_dir(model: dict[str, Any], given: dict[str, str], base_dir: Path) -> P
                             f"not be fetched from the Hub ({type(exc).__name__}: {exc})") from None  # fmt: skip
 
 
+def axes(point: dict[str, Any]) -> dict[str, Any]:
+    """What the tool is asked of the PyTorch flow's axes: the workers of a disaggregated point (its context and
+    generation roles), attention DP, the MoE layout, the speculative variant; only those the point has (a sweep
+    without them asks as before)."""
+    out = {key: point[key] for key in ("attention_dp", "moe_ep", "moe_tp", "speculative") if key in point}
+    if "disaggregated" in point:
+        out["disaggregated"] = {role: dict(point["disaggregated"][role]) for role in predict.ROLES}
+    return out
+
+
 def gpu_system(point: dict[str, Any], hosts: dict[str, dict[str, Any]]) -> str | None:
     """The AIConfigurator system of the first GPU, of a host with enough GPUs, that it has a database for."""
     for facts in hosts.values():
@@ -60,7 +73,7 @@ def predictions(
         asked.append({"id": point["id"], "precision": point["precision"], "tp": point["tp"], "pp": point["pp"],
                       "max_batch_size": point["max_batch_size"], "isl": point["max_input_len"],
                       "osl": point["max_output_len"], "kv_cache_dtype": point["trtllm"].get("kv_cache_dtype"),
-                      "system": system, "model": point["model"]["name"]})  # fmt: skip
+                      "system": system, "model": point["model"]["name"], **axes(point)})  # fmt: skip
     key = hashlib.sha256(json.dumps([asked, limits, search.get("predictor")], sort_keys=True).encode()).hexdigest()
     saved = results_dir / PREDICTIONS
     kept = read_json(saved) or {}
