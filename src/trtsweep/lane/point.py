@@ -531,11 +531,13 @@ class PointRun(PointStages):
 
     def _check_gpus(self, pid: int) -> None:
         """The ready server runs on exactly the point's GPUs (as NVML sees its process tree), recorded in the point's
-        results as server_gpus.json (index, UUID, name, memory); nothing to check on a CPU point or host."""
+        results as server_gpus.json (index, UUID, name, memory); nothing to check on a CPU point or host, nor where
+        the inventory declares the host's GPUs (trtsweep_gpus: they are not the driver's)."""
         from trtsweep.serve import gpus_seen
 
         given = list(self.p.get("gpus") or [])
-        found = gpus_seen.seen(pid) if given else None
+        declared = self.s.get("trtsweep_gpus") is not None
+        found = gpus_seen.seen(pid) if given and not declared else None
         if found is None:
             return
         (self.paths.results / "server_gpus.json").write_text(_nice_json({"given": given, "seen": found}))
