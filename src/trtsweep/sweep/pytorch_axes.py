@@ -105,10 +105,6 @@ def combos(sweep: dict[str, Any]) -> list[Combo]:
     return [Combo(spec, dp, entry, index, value) for spec, dp, (index, entry), value in product]
 
 
-def given(sweep: dict[str, Any]) -> bool:
-    return any(sweep.get(key) is not None for key in ("speculative", "attention_dp", "moe", "disaggregated"))
-
-
 def check_sweep(sweep: dict[str, Any], backend: str, used_flows: set[str], parallelism: list[tuple[int, int]],
                 servers: list[str]) -> None:  # fmt: skip
     """What the sweep as a whole cannot take: the axes in the engine flow, on the hf backend's one rank, beside
@@ -161,7 +157,7 @@ def _active(sweep: dict[str, Any], key: str) -> bool:
     if key == "attention_dp":
         return any(value)
     if key == "disaggregated":
-        return any(item != NONE for item in value)
+        return disagg.active(sweep)
     return True
 
 
