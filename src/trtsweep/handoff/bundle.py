@@ -9,7 +9,11 @@ build records and the benchmark's summary) and writes `<out>/`:
                                 variables (engine flow: inflight_batcher_llm; pytorch flow: the llmapi model.yaml)
     render_repository.py        fills those variables in (Python 3 standard library only)
     llm_api_options.yml         pytorch flow: the LLM API options the point was served with (its speculative_config
-                                too; bundle.json's `speculative` names the variant and its draft model)
+                                too; bundle.json's `speculative` names the variant and its draft model, whose
+                                directory is ${TRTSWEEP_DRAFT_DIR} here, filled in on the host before the server
+                                starts; llm_api_options.store.yml has the model store's draft/ for the container)
+    disagg/                     a disaggregated point: every worker's options and the proxy's config
+                                (trtsweep.handoff.disagg: its launch scripts, systemd units and Kubernetes objects)
     build/                      how the artifacts were made: the recorded commands (*.json), their logs, build.sh
     launch/native.sh            the server on the host: tritonserver (mpirun for an engine of TP x PP > 1; one process
                                 for the pytorch flow, whose LLM API starts its ranks) or trtllm-serve
@@ -33,23 +37,27 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from trtsweep import __version__
 from trtsweep.common.fileio import atomic_write_text, file_sha256
 from trtsweep.errors import TrtsweepError
-from trtsweep.handoff.kubernetes import manifests
-from trtsweep.handoff.paths import repository
+from trtsweep.handoff import disagg
+from trtsweep.handoff.kubernetes import ROLE_SUFFIX, disagg_manifests, manifests, object_name
+from trtsweep.handoff.paths import DRAFT_VARIABLE, STORE_LAYOUT, repository, templated
 from trtsweep.handoff.readme import readme
 from trtsweep.handoff.render import shipped
-from trtsweep.handoff.scripts import build_script, launch_scripts
+from trtsweep.handoff.scripts import build_script, launch_script, launch_scripts
 from trtsweep.handoff.select import choose, read_json
-from trtsweep.handoff.server import OPTIONS_FILE, serving
+from trtsweep.handoff.server import OPTIONS_FILE, RENDER, STORE_OPTIONS, Serving, serving
 from trtsweep.handoff.smoke import prompts, smoke_command
-from trtsweep.handoff.units import unit
+from trtsweep.handoff.units import service, unit
 from trtsweep.perf.export import headline
+from trtsweep.toolchain.llmapi.options import draft_field
 
 BUILD_RECORDS = ("checkpoint", "trtllm_build", "quantize")
 EVIDENCE = ("llm_perf.summary.json", "llm_perf.csv", "status.json", "point.json", "repository.json")
-EXECUTABLE = ("launch/native.sh", "launch/container.sh", "build/build.sh", "render_repository.py")
+EXECUTABLE = ("launch/*.sh", "build/build.sh", RENDER)
 
 
 def _files(directory: str) -> list[dict[str, Any]]:
@@ -62,6 +70,48 @@ def _files(directory: str) -> list[dict[str, Any]]:
         for p in sorted(root.rglob("*"))
         if p.is_file()
     ]
+
+
+def _draft_dir(point: dict[str, Any], options: str | None) -> str | None:
+    """A speculative point's draft model directory on the benchmark host: its LLM API options' draft field (the
+    release's: speculative_model_dir, speculative_model from 1.2); None without a draft."""
+    if not point.get("draft_model") or options is None:
+        return None
+    config = (yaml.safe_load(options) or {}).get("speculative_config") or {}
+    value = config.get(draft_field(str(point["llm_api_release"]), config.get("decoding_type", "")))
+    return value if isinstance(value, str) and value else None
+
+
+def _in_store(options: str) -> str:
+    """The bundle's options with the draft model at the model store's draft/ (the container's and pod's)."""
+    return options.replace("${" + DRAFT_VARIABLE + "}", STORE_LAYOUT[DRAFT_VARIABLE])
+
+
+def _disagg_files(point: dict[str, Any], s: Serving, name: str, image: str, artifact_bytes: int, options: str,
+                  draft: bool) -> tuple[dict[str, str], dict[str, Any]]:  # fmt: skip
+    """A disaggregated point's files (workers' and proxy's: options and config, launch scripts, systemd units,
+    Kubernetes objects) and bundle.json's `disaggregated`; `options`: the point's options as the bundle has them."""
+    native = yaml.safe_load(options)
+    store = yaml.safe_load(_in_store(options))
+    services = {role: object_name(name, suffix) for role, suffix in ROLE_SUFFIX.items()}
+    processes, files, config = disagg.servers(point, native, store, draft, services)
+    workers = [p for p in processes if p.role != "proxy"]
+    needs = s.native_needs
+    for p in processes:
+        environment = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(map(str, p.gpus))}
+        environment = environment if p.gpus else {}
+        before = [p.prepare] if p.prepare else []
+        files[f"launch/{p.name}.sh"] = launch_script(needs if p.role != "proxy" else {}, True, p.native,
+                                                     environment, before)  # fmt: skip
+        unit_name = name if p.role == "proxy" else f"{name}-{p.name}"
+        others = [f"{name}-{w.name}.service" for w in workers] if p.role == "proxy" else []
+        files[f"systemd/{unit_name}.service"] = service(
+            p.title, unit_name, point["id"], [*needs, "TRTSWEEP_BUNDLE"], p.native, environment=environment,
+            before=before, after=others, requires=others, part_of=None if p.role == "proxy" else f"{name}.service",
+            env=name,
+        )  # fmt: skip
+    files.update(disagg_manifests(point, processes, image, name, artifact_bytes, config))
+    return files, disagg.manifest(point, processes)
 
 
 def _name(point: dict[str, Any], point_id: str) -> str:
@@ -92,8 +142,12 @@ def write_bundle(
             f"point {chosen.id} names no container image (trtllm.container_image): give --image for "
             "the container and Kubernetes files"
         )
-    s = serving(point)
-    files, host_paths = repository(point_dir, repo, triton=s.kind == "triton")
+    options = options_file.read_text(encoding="utf-8") if pytorch else None
+    draft_dir = _draft_dir(point, options)
+    s = serving(point, draft=draft_dir is not None)
+    files, host_paths = repository(point_dir, repo, triton=s.kind == "triton", draft_dir=draft_dir)
+    if options is not None and draft_dir is not None:
+        options = templated(options, {DRAFT_VARIABLE: draft_dir})
     records = [n for n in BUILD_RECORDS if (point_dir / f"{n}.json").is_file()]
     artifact_dir = host_paths.get("TRTSWEEP_MODEL_DIR" if pytorch else "TRTSWEEP_ENGINE_DIR", "")
     artifact_files = _files(artifact_dir)
@@ -112,7 +166,7 @@ def write_bundle(
         "measured_on": f"{status.get('host')} GPUs {status.get('gpus') or '-'}, run {status.get('run_id')}",
         "settings_hash": status.get("settings_hash"),
         "image": image,
-        "gpus": int(point.get("world_size") or 1),
+        "gpus": disagg.shape_of(point).gpus() if point.get("disaggregated") else int(point.get("world_size") or 1),
         "ports": s.ports,
         "variables": host_paths,
         "repository_params": repo["params"],
@@ -129,17 +183,29 @@ def write_bundle(
         config = (point.get("llm_api") or {}).get("speculative_config") or {}
         manifest["speculative"] = {"variant": point["speculative"], "speculative_config": config,
                                    "draft_model": point.get("draft_model")}  # fmt: skip
+        if draft_dir is not None:  # its files, as the checkpoint's; deployed at ${TRTSWEEP_DRAFT_DIR} / draft/
+            manifest["speculative"]["draft"] = {"variable": DRAFT_VARIABLE, "dir_on_benchmark_host": draft_dir,
+                                                "in_model_store": STORE_LAYOUT[DRAFT_VARIABLE],
+                                                "files": _files(draft_dir)}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
-    options = options_file.read_text(encoding="utf-8") if pytorch else None
     written: dict[str, str] = {f"model_repository/{rel}": text for rel, text in files.items()}
-    if files:
-        written["render_repository.py"] = shipped("render_repository.py.txt")
+    if files or draft_dir is not None:
+        written[RENDER] = shipped("render_repository.py.txt")
+    store_options = None
     if options is not None:
         written[OPTIONS_FILE] = options
-    written.update(launch_scripts(s, image, name))
-    written[f"systemd/{name}.service"] = unit(point, s, name)
-    k8s_options = options if s.kind == "trtllm-serve" else None
-    written.update(manifests(point, s, image, name, int(artifact_bytes or 0), k8s_options))
+        store_options = _in_store(options)
+        if draft_dir is not None and s.kind == "trtllm-serve":
+            written[STORE_OPTIONS] = store_options
+    if point.get("disaggregated"):
+        made, manifest["disaggregated"] = _disagg_files(point, s, name, image, int(artifact_bytes or 0),
+                                                        str(options), draft_dir is not None)  # fmt: skip
+        written.update(made)
+    else:
+        written.update(launch_scripts(s, image, name))
+        written[f"systemd/{name}.service"] = unit(point, s, name)
+        k8s_options = store_options if s.kind == "trtllm-serve" else None
+        written.update(manifests(point, s, image, name, int(artifact_bytes or 0), k8s_options))
     written["smoke/prompts.jsonl"] = prompts(point, base_dir or Path.cwd())
     written["build/build.sh"] = build_script([read_json(point_dir / f"{n}.json").get("command", []) for n in records])
     written["bundle.json"] = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
@@ -152,7 +218,7 @@ def write_bundle(
             dest = out / ("build" if rel.split(".")[0] in BUILD_RECORDS else "evidence") / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dest)
-    for script in EXECUTABLE:
-        if (out / script).is_file():
-            (out / script).chmod(0o755)
+    for pattern in EXECUTABLE:
+        for script in out.glob(pattern):
+            script.chmod(0o755)
     return manifest

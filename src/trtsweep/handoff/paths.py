@@ -14,12 +14,14 @@ VARIABLES = {
     "engine_dir": "TRTSWEEP_ENGINE_DIR", "tokenizer_dir": "TRTSWEEP_TOKENIZER_DIR", "model": "TRTSWEEP_MODEL_DIR",
 }  # fmt: skip
 REPOSITORY_VARIABLE = "TRTSWEEP_MODEL_REPOSITORY"
+DRAFT_VARIABLE = "TRTSWEEP_DRAFT_DIR"  # a speculative point's draft model (its directory in the LLM API options)
 STORE = "/models"  # the model store inside the container and the Kubernetes pod
 STORE_LAYOUT = {
     REPOSITORY_VARIABLE: f"{STORE}/triton_repo",
     "TRTSWEEP_ENGINE_DIR": f"{STORE}/engine",
     "TRTSWEEP_TOKENIZER_DIR": f"{STORE}/tokenizer",
     "TRTSWEEP_MODEL_DIR": f"{STORE}/model",
+    DRAFT_VARIABLE: f"{STORE}/draft",
 }
 _SENTINEL = re.compile(r"/@(TRTSWEEP_[A-Z_]+)@")
 
@@ -41,12 +43,16 @@ def templated(text: str, paths: dict[str, str]) -> str:
     return text
 
 
-def repository(point_dir: Path, repo: dict[str, Any], triton: bool) -> tuple[dict[str, str], dict[str, str]]:
-    """(relative path -> templated text of the served Triton repository, variable -> the host path it replaced)."""
+def repository(point_dir: Path, repo: dict[str, Any], triton: bool,
+               draft_dir: str | None = None) -> tuple[dict[str, str], dict[str, str]]:  # fmt: skip
+    """(relative path -> templated text of the served Triton repository, variable -> the host path it replaced);
+    `draft_dir`: a speculative point's draft model directory on the benchmark host (DRAFT_VARIABLE)."""
     params = repo.get("params") or {}
     paths = {
         var: str(params[key]) for key, var in VARIABLES.items() if isinstance(params.get(key), str) and params[key]
     }
+    if draft_dir:
+        paths[DRAFT_VARIABLE] = draft_dir
     if paths.get("TRTSWEEP_TOKENIZER_DIR") == paths.get("TRTSWEEP_ENGINE_DIR"):  # hf backend: one model directory
         paths.pop("TRTSWEEP_TOKENIZER_DIR", None)
     if not triton:  # trtllm-serve: no repository, the checkpoint only

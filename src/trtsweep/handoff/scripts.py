@@ -13,12 +13,19 @@ def launch_scripts(s: Serving, image: str, name: str) -> dict[str, str]:
     """launch/native.sh and launch/container.sh (the model store mounted at paths.STORE)."""
     container = docker_run(ContainerSpec(image=image, name=name), None, s.volumes, s.inner)
     bundle_dir = s.kind == "trtllm-serve"  # its LLM API options are read from the bundle
+    before = [list(s.native_prepare)] if s.native_prepare else []
     return {
-        "launch/native.sh": render("launch.sh.j2", needs=s.native_needs, bundle_dir=bundle_dir, command=s.native),
-        "launch/container.sh": render(
-            "launch.sh.j2", needs=s.container_needs, bundle_dir=bundle_dir, command=container
-        ),
+        "launch/native.sh": launch_script(s.native_needs, bundle_dir, s.native, before=before),
+        "launch/container.sh": launch_script(s.container_needs, bundle_dir, container),
     }
+
+
+def launch_script(needs: dict[str, str], bundle_dir: bool, command: list[str],
+                  environment: dict[str, str] | None = None, before: list[list[str]] | None = None) -> str:  # fmt: skip
+    """A launch script: it checks the variables it `needs` (name -> what to set it to), sets TRTSWEEP_BUNDLE
+    (`bundle_dir`) and `environment`, runs the commands `before` it, then execs `command`."""
+    return render("launch.sh.j2", needs=needs, bundle_dir=bundle_dir, environment=environment or {},
+                  before=before or [], command=command)  # fmt: skip
 
 
 def build_script(commands: list[list[str]]) -> str:

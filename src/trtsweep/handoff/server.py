@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trtsweep.handoff.paths import REPOSITORY_VARIABLE, STORE, STORE_LAYOUT, sentinel
+from trtsweep.handoff.paths import DRAFT_VARIABLE, REPOSITORY_VARIABLE, STORE, STORE_LAYOUT, sentinel
 from trtsweep.serve.command import launch_argv
 from trtsweep.serve.openai_server import HF_SERVER
 from trtsweep.serve.spec import ServerSpec
@@ -16,6 +16,11 @@ from trtsweep.toolchain.llmapi import serve as llmapi_serve
 PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}
 OPENAI_PORTS = {"http": 8000}  # trtllm-serve: the OpenAI API, /health and /metrics on one port
 OPTIONS_FILE = "llm_api_options.yml"
+# with a draft model: OPTIONS_FILE holds ${TRTSWEEP_DRAFT_DIR}, rendered on the host before the server starts
+# (RENDERED_OPTIONS); STORE_OPTIONS has the draft at the model store's draft/ (container, Kubernetes)
+RENDERED_OPTIONS = f"rendered/{OPTIONS_FILE}"
+STORE_OPTIONS = "llm_api_options.store.yml"
+RENDER = "render_repository.py"
 CONFIG_DIR = "/config"  # the LLM API options inside trtllm-serve's container and pod
 
 
@@ -33,6 +38,7 @@ class Serving:
     native_needs: dict[str, str]  # variable -> what to set it to, for launch/native.sh and the systemd unit
     container_needs: dict[str, str]
     scrape: bool  # Prometheus metrics (Triton's metrics port)
+    native_prepare: tuple[str, ...] = ()  # a command run before the server on the host (the options rendered)
 
 
 def _triton_argv(world_size: int, repository: str) -> list[str]:
@@ -60,9 +66,22 @@ def _openai_argv(point: dict[str, Any], model: str, options_file: str) -> list[s
     return ["python3", *HF_SERVER, *argv[1:]] if point["backend"] == "hf" else argv
 
 
-def serving(point: dict[str, Any]) -> Serving:
+def render_argv(src: str, out: str, variables: dict[str, str]) -> list[str]:
+    """The bundle's render_repository.py filling `variables` (name -> sentinel or path) into `src`, written to `out`."""
+    bundle = sentinel("TRTSWEEP_BUNDLE")
+    return ["python3", f"{bundle}/{RENDER}", src, out, *(f"{k}={v}" for k, v in variables.items())]
+
+
+def serving(point: dict[str, Any], draft: bool = False) -> Serving:
+    """How the point's server runs from the bundle; `draft`: the point has a draft model (DRAFT_VARIABLE)."""
     if point.get("server", "triton") == "trtllm-serve":
-        options = f"{sentinel('TRTSWEEP_BUNDLE')}/{OPTIONS_FILE}"
+        bundle = sentinel("TRTSWEEP_BUNDLE")
+        options = f"{bundle}/{RENDERED_OPTIONS if draft else OPTIONS_FILE}"
+        mounted = f"{bundle}/{STORE_OPTIONS if draft else OPTIONS_FILE}"
+        needs = {"TRTSWEEP_MODEL_DIR": "the model checkpoint directory"}
+        if draft:
+            needs[DRAFT_VARIABLE] = "the draft model directory"
+        prepare = render_argv(f"{bundle}/{OPTIONS_FILE}", options, {DRAFT_VARIABLE: sentinel(DRAFT_VARIABLE)})
         return Serving(
             kind="trtllm-serve",
             native=_openai_argv(point, sentinel("TRTSWEEP_MODEL_DIR"), options),
@@ -71,14 +90,15 @@ def serving(point: dict[str, Any]) -> Serving:
                 "-v",
                 f"{sentinel('TRTSWEEP_MODEL_STORE')}:{STORE}:ro",
                 "-v",
-                f"{options}:{CONFIG_DIR}/{OPTIONS_FILE}:ro",
+                f"{mounted}:{CONFIG_DIR}/{OPTIONS_FILE}:ro",
             ],
             ports=OPENAI_PORTS,
             ready="/health",
             live="/health",
-            native_needs={"TRTSWEEP_MODEL_DIR": "the model checkpoint directory"},
-            container_needs={"TRTSWEEP_MODEL_STORE": "the model store (model/)"},
+            native_needs=needs,
+            container_needs={"TRTSWEEP_MODEL_STORE": f"the model store (model/{', draft/' if draft else ''})"},
             scrape=False,
+            native_prepare=tuple(prepare) if draft else (),
         )
     # the pytorch flow's Triton is one process: its LLM API starts the TP x PP ranks
     pytorch = point.get("flow", "engine") == "pytorch"
@@ -93,7 +113,8 @@ def serving(point: dict[str, Any]) -> Serving:
         live="/v2/health/live",
         native_needs={REPOSITORY_VARIABLE: "the rendered model repository"},
         container_needs={
-            "TRTSWEEP_MODEL_STORE": f"the model store (triton_repo/, {'model/' if pytorch else 'engine/, tokenizer/'})"
+            "TRTSWEEP_MODEL_STORE": "the model store (triton_repo/, "
+            f"{('model/, draft/' if draft else 'model/') if pytorch else 'engine/, tokenizer/'})"
         },
         scrape=True,
     )
