@@ -21,6 +21,7 @@ import os
 import shutil
 import tarfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -503,17 +504,30 @@ class PointRun(PointStages):
             "streaming": bool(self.p["streaming"]), "chat_template": bool(b["chat_template"]),
             "extra_inputs": b.get("extra_inputs") or {}, "seed": b["seed"], "request_timeout": b["request_timeout"],
             "stall_timeout": b["stall_timeout"], "connect_timeout": b["connect_timeout"],
-            "expect_server_id": self.made.server_id,
-            "server_metrics_url": f"http://{self.address}:{ports['http'] if self.openai else ports['metrics']}/metrics",
+            "expect_server_id": None if self.p.get("disaggregated") else self.made.server_id,
+            "server_metrics_url": f"http://{self.address}:{self._metrics_port()}/metrics",
             # what the point's GPUs do during each level (NVML on this host; none on a CPU point)
             "gpu_telemetry": list(self.p.get("gpus") or []) or None,
         }  # fmt: skip
+
+    def _metrics_port(self) -> int:
+        """Where the iteration stats (trtllm-serve) or Prometheus metrics (Triton) are: a disaggregated point's first
+        generation worker (lane/disagg.py)."""
+        from trtsweep.lane import disagg as lane_disagg
+
+        ports = self.p["ports"]
+        if self.p.get("disaggregated"):
+            return lane_disagg.metrics_port(self.p)
+        return int(ports["http"] if self.openai else ports["metrics"])
 
     def _serve_and_benchmark(self) -> None:
         from trtsweep.serve import server
         from trtsweep.serve.probes import check_world_size
         from trtsweep.serve.spec import from_params
 
+        if self.p.get("disaggregated"):
+            self._serve_group_and_benchmark()
+            return
         self._enter("serve")
         self.step = "start the server"
         spec = from_params(self.server_params())
@@ -529,23 +543,75 @@ class PointRun(PointStages):
         finally:
             self._stop_server()
 
-    def _check_gpus(self, pid: int) -> None:
-        """The ready server runs on exactly the point's GPUs (as NVML sees its process tree), recorded in the point's
-        results as server_gpus.json (index, UUID, name, memory); nothing to check on a CPU point or host, nor where
-        the inventory declares the host's GPUs (trtsweep_gpus: they are not the driver's)."""
+    @property
+    def group_file(self) -> Path:
+        return self.paths.run_dir / "disagg_group.json"
+
+    def _serve_group_and_benchmark(self) -> None:
+        """A disaggregated point: its context and generation workers and the proxy, started, checked, watched and
+        stopped as one group (lane/disagg.py, serve/group.py); the point's record names every member."""
+        from trtsweep.lane import disagg as lane_disagg
+        from trtsweep.serve import group as server_group
+
+        self._enter("serve")
+        self.step = "start the disaggregated workers"
+        plan = lane_disagg.layout(self.p, self.llm_api(), str(self.s["trtsweep_triton_bind_address"]))
+        paths = self.paths
+        workers, proxy = lane_disagg.starts(plan, self.server_params(), paths.point_dir, paths.run_dir, paths.results)
+        self._stop_group()  # a group this run left in its own directory (never another run's)
+        timeout = float(self.s["triton_serve_ready_timeout"])
+        group = None
+        try:
+            group = server_group.start_workers(workers, self.group_file)
+            server_group.wait_ready(group, timeout)
+            self.step = "start the disaggregated proxy"
+            server_group.start_proxy(group, proxy)
+            server_group.wait_ready(group, timeout)
+            self.made.server_id = group.model_id
+            for member in group.members:
+                if member.role != "proxy":
+                    self._check_gpus(group.state(member).pid, member.gpus, f"server_gpus_{member.name}.json")
+            self._enter("benchmark")
+            ready = group
+            self._benchmark(lambda: server_group.gone(ready), lambda: server_group.first_gone_log(ready))
+        finally:
+            if group is not None:
+                record = lane_disagg.record(plan, group, self.p["backend"], self.p["llm_api_release"])
+                (paths.results / lane_disagg.RECORD).write_text(_nice_json(record))
+            self._stop_group()
+
+    def _stop_group(self) -> None:
+        from trtsweep.serve import group as server_group
+
+        if not self.group_file.exists():
+            return
+        group = server_group.GroupState.load(self.group_file)
+        server_group.stop(group)
+        for member in group.members:
+            Path(member.state_file).unlink(missing_ok=True)
+        self.group_file.unlink()
+
+    def _check_gpus(self, pid: int, given: list[int] | None = None, name: str = "server_gpus.json") -> None:
+        """The ready server runs on exactly its GPUs (the point's, or a disaggregated worker's `given`; as NVML sees
+        its process tree), recorded in the point's results as `name` (index, UUID, name, memory); nothing to check on
+        a CPU point or host, nor where the inventory declares the host's GPUs (trtsweep_gpus: they are not the
+        driver's)."""
         from trtsweep.serve import gpus_seen
 
-        given = list(self.p.get("gpus") or [])
+        given = list(self.p.get("gpus") or []) if given is None else given
         declared = self.s.get("trtsweep_gpus") is not None
         found = gpus_seen.seen(pid) if given and not declared else None
         if found is None:
             return
-        (self.paths.results / "server_gpus.json").write_text(_nice_json({"given": given, "seen": found}))
+        (self.paths.results / name).write_text(_nice_json({"given": given, "seen": found}))
         wrong = gpus_seen.mismatch(given, found)
         if wrong:
             raise StepFailed(wrong)
 
-    def _benchmark(self) -> None:
+    def _benchmark(self, why_gone: Callable[[], str | None] | None = None,
+                   gone_log: Callable[[], Path] | None = None) -> None:  # fmt: skip
+        """llm-perf against the point's server, stopped as soon as `why_gone()` says why it is gone (default: the
+        point's one server); `gone_log()`: the log of what went."""
         from trtsweep.perf import export
         from trtsweep.perf.argv import command
         from trtsweep.serve import server
@@ -558,10 +624,12 @@ class PointRun(PointStages):
             argv = command(params)
         except ValueError as exc:
             raise StepFailed(str(exc)) from exc
-        watched = server.run_while_served(argv, self.state_file)
+        if why_gone is None or gone_log is None:
+            state = ServerState.load(self.state_file)
+            why_gone, gone_log = (lambda: server.gone(state)), (lambda: Path(state.log_file))
+        watched = server.run_while(argv, why_gone)
         if watched.server_gone:
-            log = Path(ServerState.load(self.state_file).log_file)
-            raise StepFailed(f"benchmark stopped: {watched.server_gone}", log_tail(log))
+            raise StepFailed(f"benchmark stopped: {watched.server_gone}", log_tail(gone_log()))
         if watched.returncode not in (0, 3):  # 3: a level measured nothing (said below, with the files)
             lines = [line for line in watched.stderr.strip().splitlines() if line.strip()]
             raise StepFailed(lines[-1] if lines else f"llm-perf exited with status {watched.returncode}", lines[-20:])

@@ -28,7 +28,9 @@ penalties act on the output tokens so far; the seed defaults to 0; a stop string
 tokens end with its tokens (token-level, as TensorRT-LLM matches stop words; the stop tokens are left out of the
 output); the tokenizer's and generation config's EOS tokens stop it unless `ignore_eos` (they are never output).
 Text is decoded without special tokens. Every request generates on its own thread with its own KV cache; there is
-no cross-request batching of decode steps.
+no cross-request batching of decode steps. A disaggregated generation_only request (`Generation.first_tokens`: its
+context worker's first token) outputs those tokens and decodes on from them; its first forward pass recomputes the
+prompt's KV cache here, where TensorRT-LLM's generation worker receives the context worker's.
 """
 
 from __future__ import annotations
@@ -140,6 +142,9 @@ class Generation:
 
     prompt_ids: list[int]
     sampling: Sampling
+    # a disaggregated generation_only request's first tokens, picked by its context worker: output first, then decoding
+    # continues from them (the prompt and they go through one forward pass: there is no KV cache handed over here)
+    first_tokens: list[int] = field(default_factory=list)
     output_ids: list[int] = field(default_factory=list)
     text: str = ""  # the deltas so far, joined
     cumulative_logprob: float = 0.0  # log-softmax of the distributions sampled from, after penalties and temperature
@@ -344,14 +349,15 @@ class Engine:
         sampling, out = gen.sampling, gen.output_ids
         stops = [(s, ids) for s in sampling.stop if (ids := self.encode(s, add_special_tokens=False))]
         generator = torch.Generator().manual_seed(sampling.seed or 0)
-        step_input = torch.tensor([gen.prompt_ids], dtype=torch.long, device=self.device)
+        self._take_first(gen)
+        step_input = torch.tensor([[*gen.prompt_ids, *out]], dtype=torch.long, device=self.device)
         cache, sent = {self._cache_arg: DynamicCache()}, 0  # the KV cache (updated in place); output tokens sent
         prefilled = False  # the first forward pass takes the prompt
         steps = ngram_draft.DraftSteps(self.settings.speculative) if self.settings.speculative else None
         with torch.inference_mode():
             while True:
-                if len(out) >= sampling.max_tokens:
-                    gen.finish_reason = "length"
+                if gen.finish_reason is not None or len(out) >= sampling.max_tokens:
+                    gen.finish_reason = gen.finish_reason or "length"
                     break
                 if cancelled():
                     gen.finish_reason = "cancelled"
@@ -375,6 +381,16 @@ class Engine:
                     yield Delta(text)
                 step_input = torch.tensor([[token]], dtype=torch.long, device=self.device)
         yield Delta(self._text(gen, sent, len(out), final=True), final=True)
+
+    def _take_first(self, gen: Generation) -> None:
+        """A generation_only request's first tokens (its context worker's) as output, up to an EOS token."""
+        for token in gen.first_tokens:
+            if token in self.eos_ids and not gen.sampling.ignore_eos:
+                gen.finish_reason = "stop"
+                return
+            gen.output_ids.append(token)
+            gen.last_token_ns = time.time_ns()
+            gen.first_token_ns = gen.first_token_ns or gen.last_token_ns
 
     def _accept(self, gen: Generation, token: int, logits: torch.Tensor, stops: list[tuple[str, list[int]]]) -> None:
         """The picked token: output, or the end of the generation (finish_reason: stop at EOS or a stop string,

@@ -4,7 +4,7 @@ OpenAI-compatible server), serving an HF checkpoint with transformers (trtsweep.
 Command line: trtllm-serve's option names, so one argv builder serves both (serve/openai_server.py):
 
     python -m trtsweep.serve.hf_openai MODEL [--host localhost] [--port 8000] [--backend pytorch]
-        [--tp_size 1] [--pp_size 1] [--ep_size E] [--max_batch_size B] [--max_seq_len S]
+        [--tp_size 1] [--pp_size 1] [--ep_size E] [--max_batch_size B] [--max_num_tokens N] [--max_seq_len S]
         [--extra_llm_api_options FILE] [--log_level info]
 
 The options file holds LLM API fields (YAML) and is merged over the command line's, as trtllm-serve merges it
@@ -39,6 +39,20 @@ Endpoints, as trtllm-serve answers them:
   sweep did not mean for it. A request the server stops for (SIGTERM) is answered 503, unless streamed (its last
   chunk says finish_reason cancelled); a generation that fails, 500.
 
+Disaggregated serving: a request's `disaggregated_params` ({request_type, first_gen_tokens, ctx_request_id,
+encoded_opaque_state, draft_tokens, disagg_request_id, ctx_dp_rank, ctx_info_endpoint, schedule_style}, as
+tensorrt_llm/serve/openai_protocol.py's DisaggregatedParams has them at 1.2; another key is refused) makes this server a
+context or generation worker, as trtllm-serve with a cache_transceiver_config is one behind `trtllm-serve
+disaggregated` (trtsweep.serve.disagg_proxy stands in for that proxy):
+- request_type context_only (not streamed): the prefill, and the first token; the choice's finish_reason is
+  not_finished (length when max_tokens is 1, stop at an EOS token) and its disaggregated_params are {request_type:
+  context_only, first_gen_tokens: [the token], ctx_request_id: this server's count, encoded_opaque_state: null,
+  draft_tokens: null}; the response carries prompt_token_ids, which the proxy sends on as the generation's prompt;
+- request_type generation_only (first_gen_tokens required): the output starts with first_gen_tokens and decoding goes
+  on from them, streamed or not, usage counting them. There is no KV cache transfer between these processes: the
+  generation worker recomputes the prompt's prefill on its own (one forward pass over the prompt and the first
+  tokens) where TensorRT-LLM's receives the context worker's cache over its cache transceiver.
+
 A client that goes away stops its generation (checked every token). SIGTERM / SIGINT: running generations are
 cancelled, the server closes its port and exits 0.
 """
@@ -47,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import logging
 import signal
@@ -74,11 +89,15 @@ LOG_LEVELS = {
 SAMPLING = ("temperature", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty", "stop", "ignore_eos")
 HONOURED = {
     "completions": {"model", "prompt", "max_tokens", "stream", "stream_options", "add_special_tokens", "user",
-                    *SAMPLING},
+                    "disaggregated_params", *SAMPLING},
     "chat": {"model", "messages", "max_tokens", "max_completion_tokens", "stream", "stream_options",
              "add_special_tokens", "add_generation_prompt", "chat_template", "chat_template_kwargs", "documents",
-             "prompt_token_ids", "user", "reasoning_effort", "cache_salt", *SAMPLING},
+             "prompt_token_ids", "user", "reasoning_effort", "cache_salt", "disaggregated_params", *SAMPLING},
 }  # fmt: skip
+# DisaggregatedParams' fields (tensorrt_llm/serve/openai_protocol.py at 1.2)
+DISAGG_FIELDS = ("request_type", "first_gen_tokens", "ctx_request_id", "encoded_opaque_state", "draft_tokens",
+                 "disagg_request_id", "ctx_dp_rank", "ctx_info_endpoint", "schedule_style")  # fmt: skip
+CONTEXT_ONLY, GENERATION_ONLY = "context_only", "generation_only"
 # fields trtllm-serve knows that change nothing at these values; any other value is refused
 NO_OP = {
     "n": (1,), "best_of": (None, 1), "echo": (False,), "logit_bias": (None, {}), "logprobs": (None, 0, False),
@@ -86,7 +105,7 @@ NO_OP = {
     "min_p": (0, 0.0), "repetition_penalty": (1, 1.0), "length_penalty": (1, 1.0), "early_stopping": (False,),
     "stop_token_ids": (None, []), "include_stop_str_in_output": (False,), "min_tokens": (0,),
     "skip_special_tokens": (True,), "spaces_between_special_tokens": (True,), "truncate_prompt_tokens": (None,),
-    "lora_request": (None,), "disaggregated_params": (None,),
+    "lora_request": (None,),
 }  # fmt: skip
 NO_OP_ONLY = {
     "completions": {"suffix": (None, ""), "return_context_logits": (False,), "detokenize": (True,)},
@@ -157,6 +176,32 @@ def _token_ids(name: str, value: Any) -> list[int]:
     raise BadRequest(f"{name}: expected a string or a non-empty list of token ids (one prompt per request)")
 
 
+def _disaggregated(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The request's disaggregated_params, checked (None without them)."""
+    params = body.get("disaggregated_params")
+    if params is None:
+        return None
+    if not isinstance(params, dict):
+        raise BadRequest(f"disaggregated_params: expected an object, got {params!r}")
+    unknown = sorted(set(params) - set(DISAGG_FIELDS))
+    if unknown:
+        raise BadRequest(f"disaggregated_params: unknown field(s) {', '.join(unknown)}")
+    kind = params.get("request_type")
+    if kind not in (CONTEXT_ONLY, GENERATION_ONLY):
+        raise BadRequest(
+            f"disaggregated_params.request_type: expected {CONTEXT_ONLY} or {GENERATION_ONLY}, got {kind!r}"
+        )
+    if kind == CONTEXT_ONLY and body.get("stream"):
+        raise BadRequest("a context_only request is not streamed (the disaggregated proxy sends it with stream false)")
+    if kind == GENERATION_ONLY:
+        _token_ids("disaggregated_params.first_gen_tokens", params.get("first_gen_tokens"))
+        if not isinstance(params.get("ctx_request_id"), int) or isinstance(params.get("ctx_request_id"), bool):
+            raise BadRequest(
+                f"disaggregated_params.ctx_request_id: expected an integer, got {params.get('ctx_request_id')!r}"
+            )
+    return params
+
+
 def _message(message: Any) -> dict[str, Any]:
     """A chat message with its text content parts joined (by newlines, as trtllm-serve joins them)."""
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
@@ -178,6 +223,7 @@ class Server:
         self.model = model  # the MODEL argument as given
         self.name = served_name(model)
         self.stopping = threading.Event()  # set on SIGTERM / SIGINT: running generations stop
+        self.context_requests = itertools.count(1)  # ctx_request_id of the context_only requests served
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -209,7 +255,8 @@ class Server:
     async def _serve(self, request: web.Request, kind: str) -> web.StreamResponse:
         try:
             body = await self._body(request)
-            gen = await asyncio.to_thread(self._generation, kind, body)
+            disagg = _disaggregated(body)
+            gen, budget = await asyncio.to_thread(self._generation, kind, body, disagg)
         except BadRequest as exc:
             return error_response(str(exc), exc.status)
         except Exception as exc:
@@ -234,7 +281,22 @@ class Server:
             choice["message"] = {"role": "assistant", "content": gen.text}
         else:
             choice["text"] = gen.text
-        return web.json_response({**self._head(kind), "choices": [choice], "usage": _usage(gen)})
+        extra: dict[str, Any] = {}
+        if disagg is not None and disagg["request_type"] == CONTEXT_ONLY:
+            choice.update(self._context_phase(gen, budget))
+            extra["prompt_token_ids"] = gen.prompt_ids
+        return web.json_response({**self._head(kind), "choices": [choice], "usage": _usage(gen), **extra})
+
+    def _context_phase(self, gen: hf_generate.Generation, budget: int) -> dict[str, Any]:
+        """A context_only choice's finish_reason and disaggregated_params (what a generation worker goes on from)."""
+        if gen.finish_reason == "stop":
+            finish = "stop"
+        else:
+            finish = "length" if budget <= len(gen.output_ids) else "not_finished"
+        params = {"request_type": CONTEXT_ONLY, "first_gen_tokens": gen.output_ids[:1],
+                  "ctx_request_id": next(self.context_requests), "encoded_opaque_state": None,
+                  "draft_tokens": None}  # fmt: skip
+        return {"finish_reason": finish, "disaggregated_params": params}
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
         try:
@@ -253,8 +315,11 @@ class Server:
             raise BadRequest(f"stream_options: expected an object, got {body['stream_options']!r}")
         return body
 
-    def _generation(self, kind: str, body: dict[str, Any]) -> hf_generate.Generation:
-        """The request's generation (tokenizes: runs on a worker thread)."""
+    def _generation(
+        self, kind: str, body: dict[str, Any], disagg: dict[str, Any] | None
+    ) -> tuple[hf_generate.Generation, int]:
+        """The request's generation and its output budget (tokenizes: runs on a worker thread). A context_only
+        request generates its first token only; a generation_only one starts from its first_gen_tokens."""
         _check_fields(kind, body)
         if kind == "chat":
             given = body.get("prompt_token_ids")
@@ -269,7 +334,12 @@ class Server:
             budget = self.engine.budget(len(prompt_ids), max_tokens)
         except ValueError as exc:
             raise BadRequest(str(exc)) from exc
-        return hf_generate.Generation(prompt_ids, _sampling(body, budget))
+        if disagg is None:
+            return hf_generate.Generation(prompt_ids, _sampling(body, budget)), budget
+        if disagg["request_type"] == CONTEXT_ONLY:
+            return hf_generate.Generation(prompt_ids, _sampling(body, 1)), budget
+        first = list(disagg["first_gen_tokens"])
+        return hf_generate.Generation(prompt_ids, _sampling(body, budget), first_tokens=first), budget
 
     def _completion_ids(self, body: dict[str, Any]) -> list[int]:
         prompt = body.get("prompt")
@@ -373,6 +443,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--pp_size", "--pipeline_parallel_size", dest="pipeline_parallel_size", type=int, default=1)
     p.add_argument("--ep_size", "--moe_expert_parallel_size", dest="moe_expert_parallel_size", type=int)
     p.add_argument("--max_batch_size", type=int, help="requests generating at once")
+    p.add_argument(
+        "--max_num_tokens", type=int, help="accepted as trtllm-serve's (an LLM API option the hf backend ignores)"
+    )
     p.add_argument("--max_seq_len", type=int, help="prompt + output tokens of a request")
     p.add_argument("--extra_llm_api_options", type=Path, help="YAML of LLM API options, merged over these")
     p.add_argument("--log_level", choices=list(LOG_LEVELS), default="info")
@@ -382,7 +455,8 @@ def parser() -> argparse.ArgumentParser:
 def llm_args(args: argparse.Namespace) -> dict[str, Any]:
     """The LLM API arguments: the command line's, the options file merged over them."""
     merged = {name: getattr(args, name) for name in ("model", "backend", "tensor_parallel_size",
-              "pipeline_parallel_size", "moe_expert_parallel_size", "max_batch_size", "max_seq_len")}  # fmt: skip
+              "pipeline_parallel_size", "moe_expert_parallel_size", "max_batch_size", "max_num_tokens",
+              "max_seq_len")}  # fmt: skip
     merged = {k: v for k, v in merged.items() if v is not None}
     if args.extra_llm_api_options is not None:
         options = yaml.safe_load(args.extra_llm_api_options.read_text(encoding="utf-8"))

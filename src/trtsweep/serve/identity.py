@@ -49,7 +49,8 @@ def check_identity(state: ServerState) -> tuple[bool, Answer | None]:
     if state.kind == "openai":
         answered, model = openai_server.model_id(state.host, state.ports["http"])
         answer = Answer("http", state.ports["http"], model) if answered else None
-        return (True, None) if model == state.server_id else (False, answer if model is not None else None)
+        expected = state.model_id or state.server_id
+        return (True, None) if model == expected else (False, answer if model is not None else None)
     http = http_answer(state.host, state.ports["http"])
     if http is None or _foreign(http, state):
         return False, http

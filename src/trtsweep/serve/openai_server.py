@@ -11,6 +11,11 @@ server.py starts, supervises, health-checks and stops it like Triton; this modul
   start's server id: a port answered by another server (another point packed on the host, a leftover) names
   another model and is never taken for ours;
 - health: `GET /health`; one port (HTTP; trtllm-serve's /metrics is on it too, JSON, not Prometheus).
+
+A worker of a disaggregated point (serve/group.py) is started the same way with its own arguments after the model
+(`flags`: toolchain.llmapi.disagg.Worker.flags, its host, port, parallelism and 1.0/1.1's build_config flags) and the
+group's model id: its link is `<served_dir>/trtsweep-<hex>/<model id>`, its own per start, while every worker of the
+group answers `GET /v1/models` with the group's model id, the `model` of the requests the proxy passes on to them.
 """
 
 from __future__ import annotations
@@ -41,11 +46,16 @@ class OpenAIServe:
     pp: int = 1
     ep: int | None = None
     executable: str = "trtllm-serve"
+    flags: list[str] | None = None  # a disaggregated worker's arguments after the model (instead of tp/pp/ep)
+    model_id: str | None = None  # a disaggregated group's model id: the last component of each worker's link
 
 
 def served_path(openai: OpenAIServe, server_id: str | None) -> Path:
-    """The model argument of one start: its own link to the checkpoint (the checkpoint itself when no id)."""
-    return openai.served_dir / server_id if server_id else openai.model
+    """The model argument of one start: its own link to the checkpoint (the checkpoint itself when no id); named the
+    group's model id for a disaggregated worker."""
+    if not server_id:
+        return openai.model
+    return openai.served_dir / server_id / openai.model_id if openai.model_id else openai.served_dir / server_id
 
 
 def link(openai: OpenAIServe, server_id: str) -> Path:
@@ -59,6 +69,10 @@ def link(openai: OpenAIServe, server_id: str) -> Path:
 def argv(openai: OpenAIServe, host: str, port: int, server_id: str | None) -> list[str]:
     if openai.backend not in BACKENDS:
         raise TrtsweepError(f"openai server backend: expected one of {BACKENDS}, got {openai.backend!r}")
+    if openai.flags is not None:  # a disaggregated worker: its flags carry its host and port
+        options = llmapi_serve.option(openai.release, "--extra_llm_api_options", str(openai.options_file))
+        out = [openai.executable, str(served_path(openai, server_id)), *openai.flags, *options]
+        return [sys.executable, *HF_SERVER, *out[1:]] if openai.backend == "hf" else out
     spec = llmapi_serve.ServeSpec(
         model=str(served_path(openai, server_id)), options_file=str(openai.options_file), port=port, host=host,
         tp=openai.tp, pp=openai.pp, ep=openai.ep, executable=openai.executable,

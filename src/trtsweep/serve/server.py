@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,8 @@ from trtsweep.serve.identity import check_identity, served_hash
 from trtsweep.serve.logs import failure_cause, log_tail
 from trtsweep.serve.probes import Answer, accepting, busy_ports, health_ready
 from trtsweep.serve.spec import ServerSpec, ServerState, new_server_id
+
+KIND_NAMES = {"triton": "Triton", "openai": "trtllm-serve", "proxy": "trtllm-serve disaggregated"}
 
 
 def _check_ports(spec: ServerSpec) -> None:
@@ -71,7 +74,7 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
     argv, env = build_command(spec, server_id)
     repo_hash = served_hash(spec)
     spec.log_file.parent.mkdir(parents=True, exist_ok=True)
-    pid, ticks, keeper = _supervised(spec, argv, env, state_file)
+    pid, ticks, keeper = supervised(spec, argv, env, state_file)
     state = ServerState(
         pid=pid,
         start_ticks=ticks,
@@ -90,12 +93,13 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
         state_file=str(state_file),
         kind=spec.kind,
         supervisor=keeper,
+        model_id=(spec.openai.model_id or "") if spec.openai is not None else "",
     )
     state.save(state_file)
     return state
 
 
-def _supervised(
+def supervised(
     spec: ServerSpec, argv: list[str], env: dict[str, str], state_file: Path
 ) -> tuple[int, int, dict[str, int | None]]:
     """Start `argv` under its supervisor (serve/supervisor.py); return the server's pid and start ticks, and the
@@ -139,7 +143,8 @@ def exit_record(state_file: Path, wait_s: float = 3.0) -> dict[str, object] | No
 def gone(state: ServerState) -> str | None:
     """Why a started server no longer serves, in one line (its exit as its supervisor recorded it and the log's
     most telling line, or its supervisor's death), or None while it runs under its supervisor."""
-    name = f"{'trtllm-serve' if state.kind == 'openai' else 'Triton'} (pid {state.pid}, id {state.server_id})"
+    ident = f", id {state.server_id}" if state.server_id else ""
+    name = f"{KIND_NAMES.get(state.kind, state.kind)} (pid {state.pid}{ident})"
     keeper = supervisor_gone(state)
     if is_running(state):
         return f"{name}: {keeper}" if keeper else None
@@ -166,6 +171,12 @@ def run_while_served(argv: list[str], state_file: Path, poll_s: float = 1.0) -> 
     dead controller, a cut link), crashed, or its supervisor killed. The command dies with this process too, so
     no client outlives the task that started it."""
     state = ServerState.load(state_file)
+    return run_while(argv, lambda: gone(state), poll_s)
+
+
+def run_while(argv: list[str], why_gone: Callable[[], str | None], poll_s: float = 1.0) -> Watched:
+    """Run `argv` to its end, or stop it as soon as `why_gone()` says why what it talks to is gone (a server, or any
+    server of a disaggregated group: serve/group.py)."""
     me = os.getpid()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
@@ -176,7 +187,7 @@ def run_while_served(argv: list[str], state_file: Path, poll_s: float = 1.0) -> 
                 proc.wait(timeout=poll_s)
                 break
             except subprocess.TimeoutExpired:
-                why = gone(state)
+                why = why_gone()
         if why is not None:
             for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
                 with contextlib.suppress(ProcessLookupError):

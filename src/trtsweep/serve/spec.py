@@ -95,8 +95,9 @@ class ServerState:
     visible_devices: str | None = None
     lease_file: str | None = None  # the run's lease (serve/supervisor.py); None: runs until stopped
     state_file: str = ""  # where this state is saved (the supervisor's exit record lies beside it)
-    kind: str = "triton"  # triton | openai (trtllm-serve: its id is the model id of GET /v1/models)
+    kind: str = "triton"  # triton | openai (trtllm-serve: its id is the model id of GET /v1/models) | proxy
     supervisor: dict[str, int | None] | None = None  # {pid, start_ticks} of its supervisor (serve/supervisor.py)
+    model_id: str = ""  # the model id GET /v1/models must answer when not server_id (a disaggregated group's)
 
     def save(self, path: Path) -> None:
         atomic_write_text(path, json.dumps(asdict(self), indent=2) + "\n")
@@ -140,7 +141,7 @@ def from_params(p: dict[str, Any]) -> ServerSpec:
         spec.openai = OpenAIServe(
             backend=o["backend"], release=o["release"], model=Path(o["model"]), options_file=Path(o["options_file"]),
             served_dir=Path(o["served_dir"]), tp=int(o.get("tp") or 1), pp=int(o.get("pp") or 1), ep=o.get("ep"),
-            executable=o.get("executable") or "trtllm-serve",
+            executable=o.get("executable") or "trtllm-serve", flags=o.get("flags"), model_id=o.get("model_id"),
         )  # fmt: skip
     if p.get("cache_dir"):
         spec.cache_dir = Path(p["cache_dir"])
