@@ -212,7 +212,13 @@ class TritonPythonModel:
         self.exclude_input = _param(config, "exclude_input_in_output", "true").lower() in ("true", "1")
         if dtype == "int8" and self.device.type != "cpu":
             raise pb_utils.TritonModelException("hf_dtype int8 (torch dynamic quantization) runs on the CPU only")
-        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=DTYPES[dtype]).to(self.device).eval()
+        if self.device.type == "cuda" and self.device.index is None and torch.cuda.device_count() > 1:
+            # every GPU the server was given (CUDA_VISIBLE_DEVICES: the point's): the layers split evenly over them
+            # in order (accelerate's balanced device map: a pipeline, one request's step at a time)
+            self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=DTYPES[dtype], device_map="balanced")
+            self.model.eval()
+        else:
+            self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=DTYPES[dtype]).to(self.device).eval()
         if dtype == "int8":
             self.model = torch.ao.quantization.quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
         self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir", model_dir))
