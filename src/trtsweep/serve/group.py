@@ -21,6 +21,7 @@ members' state files, so another process can stop exactly these servers by PID.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -106,7 +107,8 @@ def start_workers(workers: list[WorkerStart], state_file: Path) -> GroupState:
             group.members.append(Member(worker.name, worker.role, worker.gpus, worker.spec.http_port, str(path)))
             group.save()
     except TrtsweepError as exc:
-        stop(group)
+        with contextlib.suppress(TrtsweepError):  # the start's failure is the one to tell
+            stop(group)
         raise TrtsweepError(f"disaggregated worker {worker.name}: {exc}") from exc
     return group
 
@@ -168,7 +170,8 @@ def wait_ready(group: GroupState, timeout_s: float) -> float:
             if pending:
                 time.sleep(0.25)
     except TrtsweepError as exc:
-        stop(group)
+        with contextlib.suppress(TrtsweepError):  # why it was not ready is the failure to tell
+            stop(group)
         tail = log_tail(Path(group.state(culprit).log_file)) if culprit is not None else ""
         raise TrtsweepError(f"{exc}\n{tail}") from exc
     return time.monotonic() - started
@@ -196,12 +199,19 @@ def first_gone_log(group: GroupState) -> Path:
 
 
 def stop(group: GroupState) -> list[str]:
-    """Stop every member still running, the proxy first; returns the names of those it stopped."""
-    stopped = []
+    """Stop every member still running, the proxy first; returns the names of those it stopped. A member whose port
+    stays held after it stopped does not keep the others running: that error is raised once all were stopped."""
+    stopped, errors = [], []
     for member in sorted(group.members, key=lambda m: m.role != "proxy"):
         path = Path(member.state_file)
-        if path.exists() and server.stop(ServerState.load(path)):
+        try:
+            if path.exists() and server.stop(ServerState.load(path)):
+                stopped.append(member.name)
+        except TrtsweepError as exc:
             stopped.append(member.name)
+            errors.append(f"{group.describe(member)}: {exc}")
+    if errors:
+        raise TrtsweepError("; ".join(errors))
     return stopped
 
 
