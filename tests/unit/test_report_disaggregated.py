@@ -87,3 +87,16 @@ def test_results_count_every_workers_gpus_and_name_the_disaggregated_value(tmp_p
     lines = (tmp_path / "results.csv").read_text().splitlines()
     column = lines[0].split(",").index("disaggregated")
     assert [line.split(",")[column] for line in lines[1:]] == ["", "c1x1-g2x1"]
+
+
+def test_the_page_has_the_section_only_with_a_disaggregated_value():
+    from trtsweep.report.answer import Answer
+
+    judged = verdict.judge(ROWS, SLO)
+    found = Answer(slo=SLO, all_rows=ROWS, rows=ROWS, screening=[], stale={}, judged=judged, sizing=[], planned=True)
+    html = page.render("disagg", found, [])
+    assert "<h2>Aggregated and disaggregated</h2>" in html and "0.38x the best aggregated" in html
+    plain = [r for r in ROWS if not r["disaggregated"]]
+    alone = Answer(slo=SLO, all_rows=plain, rows=plain, screening=[], stale={}, judged=verdict.judge(plain, SLO),
+                   sizing=[], planned=True)  # fmt: skip
+    assert "Aggregated and disaggregated" not in page.render("disagg", alone, [])

@@ -24,7 +24,7 @@ from markupsafe import Markup
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from trtsweep.report import speculative
+from trtsweep.report import disaggregated, speculative
 from trtsweep.report.answer import Answer
 from trtsweep.report.results_table import cell
 from trtsweep.report.templating import environment
@@ -351,6 +351,7 @@ def render(name: str, found: Answer, records: Sequence[dict[str, Any]], search: 
             flows=flow_tables(rows),
             speculative=speculative_tables(rows),
             speculative_lines=speculative.lines(rows, verdict),
+            **disaggregated.section(rows, verdict, _side_by_side),
             comparison=_comparison(rows, label) if rows else None,
             results=_results(rows, verdict, label) if rows else None,
             columns=[heading for heading, _, _ in table_columns(rows)],
