@@ -37,6 +37,7 @@ def _plan(args: argparse.Namespace) -> None:
 
 def _plan_text(sweep: dict, args: argparse.Namespace) -> str:
     from trtsweep.fleet import runplan
+    from trtsweep.sweep import draftcheck
     from trtsweep.sweep.planning import default_base_dir, expand
     from trtsweep.sweep.promptcheck import plan_checks
 
@@ -48,8 +49,9 @@ def _plan_text(sweep: dict, args: argparse.Namespace) -> str:
         checks = plan_checks(points, default_base_dir())
         records = runplan.prompt_records(points, default_base_dir())
         spend = estimates(points, SearchSpec.from_sweep(sweep.get("search")), records, args.results_dir / sweep["name"])
+        drafts = draftcheck.plan_notes(points, (sweep.get("search") or {}).get("model_dirs"))
         return "\n".join([*(p["id"] for p in points), *(f"prompt lengths of {k}: {v}" for k, v in checks.items()),
-                          *spend])  # fmt: skip
+                          *drafts, *spend])  # fmt: skip
     from trtsweep.fleet.inventory import planning_hosts
 
     hosts, notes = planning_hosts(args.inventory, args.gpus)

@@ -112,3 +112,16 @@ def test_merges_as_pairs_or_strings_are_the_same_and_a_dropped_merge_is_not(demo
     assert draftcheck.difference(ours, draftcheck.read(str(tmp_path / "dropped"))) == (
         "its BPE merges differ from merge 48899 on (48899 and 48900 merges)"
     )
+
+
+def test_a_model_given_by_search_model_dirs_is_compared_with_its_draft(hub, demo_model, tmp_path):
+    local = tmp_path / "local-model"  # the model only on this machine (search.model_dirs), not in the hub cache
+    shutil.copytree(demo_model.hf_dir, local)
+    given = {**sweep(OTHER), "models": [{"repo_id": "Org/Only-Local", "name": "model"}],
+             "search": {"model_dirs": {"model": str(local)}}}  # fmt: skip
+    with pytest.raises(TrtsweepError, match=rf"'speculative\[2\]\.draft': {OTHER} does not share Org/Only-Local's"):
+        expand(given)
+    points = expand({**given, "speculative": ["none", {**sweep(SAME)["speculative"][2], "draft": {"repo_id": SAME}}]})
+    assert draftcheck.plan_notes(points, {"model": str(local)})[0].startswith(
+        f"draft tokenizer of {SAME} against Org/Only-Local: the same"
+    )

@@ -366,7 +366,8 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
                                                                       placement["gpus_per_point"])  # fmt: skip
             if flow == "pytorch":
                 pytorch_axes.check_point(combo, str(release), tp)
-                pytorch_axes.check_model(model, *configs.get(_config_key(model, combo), (None, None)), combo)
+                pytorch_axes.check_model(model, *configs.get(_config_key(model, combo), (None, None)), combo,
+                                         (sweep.get("search") or {}).get("model_dirs"))  # fmt: skip
                 point["llm_api_release"] = release
                 axis_options = {**llm_api, **pytorch_axes.options(combo)}
                 point["llm_api"] = flows.llm_api_options(point, str(release), pytorch, axis_options)
