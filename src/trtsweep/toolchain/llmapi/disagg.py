@@ -154,10 +154,9 @@ def worker_options(shape: Shape, role: str, release: str, options: dict[str, Any
                cache_transceiver_config=copy.deepcopy(shape.transceiver))  # fmt: skip
     if role == "context":  # the context phase runs without the overlap scheduler (disaggregated serving's rule)
         out["disable_overlap_scheduler"] = True
-    flags: list[str] = []
-    for key in args.table(release)["disaggregated"]["worker_flags"]:
-        if key in out:
-            flags += llmapi_serve.option(release, f"--{key}", out.pop(key))
+    flags = llmapi_serve.build_config_flags(release, out)
+    for key in args.table(release)["disaggregated"]["worker_flags"]:  # flags there, not top-level keys
+        out.pop(key, None)
     args.check_options(release, out, prefix=f"disaggregated {role} worker")
     return out, flags
 

@@ -6,6 +6,11 @@ Argument list only (never a shell string): `trtllm-serve <model> --backend pytor
 one, as trtllm-serve merges it last; tp/pp are given on both so the command says what it serves. Every option
 is checked against the click options of `trtllm-serve serve` in the release's table (args.table()['serve']).
 
+In 1.0 and 1.1 trtllm-serve builds a `build_config` from its --max_batch_size / --max_num_tokens / --max_seq_len flags
+(their defaults when not given) and BaseLlmArgs.set_runtime_knobs_from_build_config sets the top-level values from it
+with the PyTorch backend, over the options file's: `build_config_flags` gives those options as flags (the release
+table's `disaggregated.worker_flags` names them, with the source), as a disaggregated worker's command does.
+
 The proxy of a disaggregated point is `trtllm-serve disaggregated -c <config.yaml>`, its options checked against the
 release's `disaggregated` table (args.table()['disaggregated']['options']); its config and its workers' commands are
 toolchain.llmapi.disagg's.
@@ -14,6 +19,7 @@ toolchain.llmapi.disagg's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.toolchain.llmapi import args
@@ -57,6 +63,12 @@ def argv(release: str, spec: ServeSpec) -> list[str]:
         out += _option(release, options, "--log_level", spec.log_level)
     out += _option(release, options, "--extra_llm_api_options", spec.options_file)
     return out
+
+
+def build_config_flags(release: str, options: dict[str, Any]) -> list[str]:
+    """The flags trtllm-serve builds its build_config from (1.0, 1.1), with the options' values; [] in 1.2."""
+    keys = args.table(release)["disaggregated"]["worker_flags"]
+    return [part for key in keys if options.get(key) is not None for part in option(release, f"--{key}", options[key])]
 
 
 def option(release: str, flag: str, value: object) -> list[str]:
