@@ -70,3 +70,23 @@ def test_without_a_tokenizer_on_the_controller_the_host_checks_after_the_downloa
 def test_how_a_point_was_checked_does_not_change_what_it_measures(tmp_path):
     point = expand(sweep_with(tmp_path, ["hi"], isl=64))[0]
     assert status.settings_hash(point) == status.settings_hash({**point, "prompt_check": "deferred"})
+
+
+def test_a_count_is_kept_by_what_decides_it_and_made_again_when_that_changes(demo_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRTSWEEP_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "prompts.jsonl"
+    data.write_text(json.dumps({"input": "What is the capital of France?"}) + "\n")
+    first = promptcheck.longest_prompt.__wrapped__(str(data), str(demo_model.hf_dir), True)
+    assert len(list((tmp_path / "cache" / "prompt-counts").glob("*.json"))) == 1
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("the same prompts and tokenizer were counted again")
+
+    monkeypatch.setattr(promptcheck.subprocess, "run", no_child)
+    assert promptcheck.longest_prompt.__wrapped__(str(data), str(demo_model.hf_dir), True) == first
+    monkeypatch.undo()
+    monkeypatch.setenv("TRTSWEEP_CACHE", str(tmp_path / "cache"))
+    data.write_text(json.dumps({"input": "What is the capital of France? Answer in one long sentence."}) + "\n")
+    longer = promptcheck.longest_prompt.__wrapped__(str(data), str(demo_model.hf_dir), True)
+    assert longer[0] > first[0]  # another file's bytes: counted again, not the kept count
+    assert len(list((tmp_path / "cache" / "prompt-counts").glob("*.json"))) == 2

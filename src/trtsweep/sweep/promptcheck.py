@@ -11,6 +11,7 @@ otherwise the point's check is deferred to its host, right after the download st
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -26,19 +27,41 @@ TOKENIZER_FILES = ["tokenizer*", "special_tokens_map.json", "config.json", "*.mo
 DEMO_REPO_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
+def _count_key(input_data: str, tokenizer_dir: str, chat_template: bool) -> str:
+    """What decides a count: the prompts file's bytes, the tokenizer's files' (names and bytes), the template flag."""
+    digest = hashlib.sha256(f"{chat_template}\n".encode())
+    digest.update(Path(input_data).read_bytes())
+    for name in sorted(p.name for pattern in TOKENIZER_FILES for p in Path(tokenizer_dir).glob(pattern)):
+        digest.update(f"\n{name}\n".encode())
+        digest.update((Path(tokenizer_dir) / name).read_bytes())
+    return digest.hexdigest()
+
+
 @cache
 def longest_prompt(input_data: str, tokenizer_dir: str, chat_template: bool) -> tuple[int, int]:
     """(token count, line) of the longest prompt of `input_data` as llm-perf sends it.
 
     Counted in a child process: transformers (and torch) must not load inside an Ansible module, whose
-    sys.intern patch breaks torch, nor stay loaded in the planning process.
+    sys.intern patch breaks torch, nor stay loaded in the planning process. That costs seconds of CPU (transformers'
+    tokenizer loads torch: 7-8 s on 2 cores, 11 s on a GPU host) on every plan, so a count is kept in the cache by
+    what decides it (`_count_key`): the same prompts and tokenizer are counted once.
     """
+    from trtsweep.common.fileio import atomic_write_text
+    from trtsweep.common.paths import cache_dir
+
+    kept = cache_dir() / "prompt-counts" / f"{_count_key(input_data, tokenizer_dir, chat_template)}.json"
+    with contextlib.suppress(OSError, ValueError):
+        tokens, line = json.loads(kept.read_text())
+        return int(tokens), int(line)
     argv = [sys.executable, "-m", "trtsweep.sweep.promptcheck", input_data, tokenizer_dir, str(chat_template)]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         raise TrtsweepError(lines[-1] if lines else f"counting the prompts of {input_data} failed")
     tokens, line = json.loads(done.stdout)
+    with contextlib.suppress(OSError):  # a cache that cannot be written costs the next plan the count, no more
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(kept, json.dumps([tokens, line]))
     return tokens, line
 
 
