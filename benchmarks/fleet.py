@@ -66,6 +66,7 @@ from trtsweep.fleet.release import build_id  # noqa: E402
 from trtsweep.perf.selftest import format_rows  # noqa: E402
 
 BIN = Path(sys.executable).parent
+LANES_PLAY = "Run the plan's lanes"  # sweep.yml's play that runs the points (its name's start)
 DEMO_REPO_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 PRE_STAGES = ("preflight", "download", "quantize", "build", "repository")
 TRITON_LINE = re.compile(r"^[IWE](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2}(?:\.\d+)?) ")
@@ -441,7 +442,7 @@ def scaling_rows(kind: str, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "server": kind, "hosts": n, "points": total,
             "points/host": "/".join(str(per_host.get(h, 0)) for h in sorted(per_host)) or "-",
             "wall_s": run["wall"], "repeats_s": "/".join(f"{g['wall']:.0f}" for g in group),
-            "prepare_s": play_s(run, "Prepare"), "points_s": play_s(run, "Run the lanes"),
+            "prepare_s": play_s(run, "Prepare"), "points_s": play_s(run, LANES_PLAY),
             "efficiency": t1 / (n * run["wall"]), "placement_bound": bound,
             "overhead_p50_s": statistics.median(overheads) if overheads else "-",
             "cpu_busy": f"{run['cpu_busy']:.0%}", "ok": "yes" if all(g["rc"] == 0 for g in group) else "no",
@@ -570,7 +571,7 @@ def main() -> None:
 def size_case(args: argparse.Namespace) -> None:
     """The fleet at the size it exists for: `size_hosts` x `size_gpus` lanes, one point each (2 precisions x
     hosts x gpus / 2 batch sizes), against one point on one lane (T1). efficiency = T1 x points / (lanes x T);
-    T = the lanes play (Run the lanes) of each run; controller CPU = the ansible-playbook tree's CPU seconds
+    T = the lanes play (LANES_PLAY) of each run; controller CPU = the ansible-playbook tree's CPU seconds
     (rusage of everything it waited for) plus the heartbeats'."""
     demo_cache = ensure_demo_model()
     native_dir = args.fleet_dir.resolve() / "native"
@@ -626,7 +627,7 @@ def size_report(args: argparse.Namespace, runs: dict[str, dict[str, Any]], failu
         ok = sum(1 for r in records if r.get("status") == "ok")
         lanes = len(run["plan"].get("lanes", []))
         npoints = len(run["plan"].get("points", []))
-        points_s = play_s(run, "Run the lanes")
+        points_s = play_s(run, LANES_PLAY)
         overheads = [r["overhead_s"] for r in run["rows"] if isinstance(r["overhead_s"], float)]
         if label == "one lane" and isinstance(points_s, float):
             t1 = points_s

