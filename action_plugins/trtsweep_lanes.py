@@ -13,7 +13,8 @@ and two records, whatever the number of stages; no fork waits on a benchmark of 
 Before the start, a point the plan collects from an earlier run (its controller went away before collecting it) is
 collected from that run's journal and archive on the host, when that run ended it ok, and left out of the lanes.
 A broken journal line is skipped and returned as a warning; an archive that cannot be fetched or unpacked fails its
-point, not the host. A host that stops answering is retried for `unreachable_after_s`; a link that stays down makes
+point, not the host. A host that has not answered for `unreachable_after_s` since its last answer (a poll that hung
+until ssh's keep-alives ended it counts) and was asked again at least once is given up; a link that stays down makes
 the host unreachable (Ansible's own failure, which the events callback records as the cause of its lost points).
 A collection that ends before the host's lanes did (the runner died, the controller could not record what the host
 sent, the host stopped answering) stops the host: its heartbeat is ended and its lease removed over the connection
@@ -167,18 +168,20 @@ class ActionModule(ActionBase):
         collector.take_collected()
         unreachable_after = float(args.get("unreachable_after_s", 30))
         offsets: dict = {}
-        failing_since = None
+        # a host is given up once it has not answered for unreachable_after_s (since its last answer: a poll that
+        # hung until ssh's keep-alives ended it counts) and was asked again at least once after a failure
+        answered, failures = time.monotonic(), 0
         while not collector.done():
             try:
                 polled = self._poll(python, folder, offsets)
                 collector.take(polled["events"], self._fetch)  # again from the same offsets if a fetch fails
-                offsets, failing_since = polled["offsets"], None
+                offsets, answered, failures = polled["offsets"], time.monotonic(), 0
             except ControllerFailed as exc:
                 self._stop_host(collector, str(exc), spec)
                 return {"failed": True, "msg": f"{host}: {exc}", **collector.summary()}
             except (AnsibleError, RuntimeError, ValueError, OSError) as exc:
-                failing_since = failing_since or time.monotonic()
-                if time.monotonic() - failing_since > unreachable_after:
+                failures += 1
+                if failures > 1 and time.monotonic() - answered > unreachable_after:
                     cut = isinstance(exc, AnsibleConnectionFailure)
                     self._stop_host(collector, f"the controller gave up on {host}: {exc}", None if cut else spec)
                     if cut:

@@ -34,8 +34,9 @@ description:
   - The runner is tied to the run's lease (O(lease_file), renewed by trtsweep_heartbeat) - when it lapses (the run
     ended or was interrupted, the controller died, the link is cut) the servers' supervisors stop the servers, no
     lane starts another point, and the runner ends its lanes.
-  - A host that does not answer is retried for O(unreachable_after_s); a link that stays down makes the host
-    unreachable, and its unfinished points are lost with that cause. A runner that died (before it registered
+  - A host that has not answered for O(unreachable_after_s) since its last answer (a call on a dead link counts)
+    and was asked again at least once is given up; a link that stays down makes the host unreachable, and its
+    unfinished points are lost with that cause. A runner that died (before it registered
     too, as it is judged by the pid its start recorded; one that has not registered within 120 s is ended) is said
     in one line from its log, and its unfinished points are lost with it.
   - A collection that ends before the host's lanes did (the runner died, the controller could not record what the
@@ -54,7 +55,7 @@ options:
   unreachable_after_s:
     type: float
     default: 30
-    description: "How long a host may not answer (each call bounded by ssh keep-alives) before it is lost."
+    description: "How long a host may not answer since its last answer (each call bounded by ssh keep-alives)."
 attributes:
   check_mode: {support: partial, details: "Nothing is sent or started; the lanes are returned."}
 """

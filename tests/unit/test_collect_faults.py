@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -233,3 +234,34 @@ def test_a_host_whose_lanes_ended_keeps_its_heartbeat_and_loses_its_host_spec(tm
     out = host.collect(Collector(tmp_path / "results", plan("a"), "h"))
     assert out["points_ok"] == ["a"] and host.sent == [SPEC_GONE]
     assert heartbeat.poll() is None
+
+
+class Hung(RuntimeError):
+    """A poll over a link that just went down: it hangs until ssh's keep-alives end it, then fails."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__("Shared connection to 169.254.77.12 closed.")
+        self.seconds = seconds
+
+
+def test_a_poll_that_hung_counts_toward_giving_the_host_up(tmp_path, heartbeat):
+    polls: list[Any] = [polled(start("a")), Hung(2.5), RuntimeError("ssh: connect to host: Connection timed out")]
+    host = Host(polls)
+    hung = host.poll
+
+    def poll(python: str, folder: str, offsets: dict[str, int]) -> dict[str, Any]:
+        if isinstance(host.polls[0], Hung):
+            time.sleep(host.polls.pop(0).seconds)
+            raise RuntimeError("Shared connection to 169.254.77.12 closed.")
+        return hung(python, folder, offsets)
+
+    host.action._poll = poll
+    spec = {"journal_dir": "/w/s/.runs/run-1-h", "lease_file": "/w/.leases/run-1-h.lease"}
+    began = time.monotonic()
+    out = host.action._collect(Collector(tmp_path / "results", plan("a"), "h"), "python3", spec,
+                               {"results_dir": "r", "unreachable_after_s": 3})  # fmt: skip
+    given_up = time.monotonic() - began
+    assert out["failed"] and "Connection timed out" in out["msg"]
+    # 3 s without an answer (2.5 s of it in the hung poll), asked again once: given up at about 3.5 s, not 2.5 + 3
+    assert 3.0 < given_up < 5.0, given_up
+    heartbeat.wait(timeout=15)
