@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,24 @@ def test_chat_through_the_proxy(running):
     alone = _post(_url(state, "generation0") + "/v1/chat/completions", body)["choices"][0]["message"]["content"]
     answer = _post(_url(state, "proxy") + "/v1/chat/completions", body)
     assert answer["choices"][0]["message"]["content"] == alone
+
+
+@pytest.mark.parametrize(("params", "extra", "message"), [
+    ({"request_type": "generation_only", "ctx_request_id": 1}, {}, "first_gen_tokens: expected"),
+    ({"request_type": "generation_only", "first_gen_tokens": [42]}, {}, "ctx_request_id: expected an integer"),
+    ({"request_type": "context_only", "opaque_state": "x"}, {}, "unknown field(s) opaque_state"),
+    ({"request_type": "context_only"}, {"stream": True}, "a context_only request is not streamed"),
+    ({"request_type": "context_and_generation"}, {}, "expected context_only or generation_only"),
+])  # fmt: skip
+def test_bad_disaggregated_params_are_refused_in_one_line(running, params, extra, message):
+    state, _ = running
+    body = {"model": state.model_id, "prompt": "Hi", "max_tokens": 4, "disaggregated_params": params, **extra}
+    request = urllib.request.Request(_url(state, "generation0") + "/v1/completions", data=json.dumps(body).encode(),
+                                     method="POST")  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=30)
+    answer = json.loads(caught.value.read())
+    assert caught.value.code == 400 and message in answer["message"], answer
 
 
 def test_a_worker_killed_mid_run_fails_the_group_naming_it(running):

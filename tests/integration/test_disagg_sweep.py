@@ -1,0 +1,106 @@
+"""Disaggregated serving end to end on this machine: `ansible-playbook sweep.yml` with the demo model on the hf backend
+(trtllm-serve's stand-ins), n-gram speculative decoding, and the disaggregated axis [none, c1x1-g2x1]: an aggregated
+point (one server) and a disaggregated one (one context and two generation workers behind the stand-in proxy, which
+reads the config the real proxy would). Both measured, with the drafted and accepted tokens the generation worker
+reports; the disaggregated point's record names every worker and the proxy, and none of them runs afterwards. Two
+points, one level of four 16-token answers each: kept short for CI."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import socket
+
+import pytest
+import yaml
+
+from tests.integration.test_sweep_playbook import run_ok
+
+NGRAM = {"name": "ngram", "decoding_type": "NGram", "max_draft_len": 4, "options": {"max_matching_ngram_size": 2}}
+C1G2 = {"context": {"tp": 1}, "generation": {"tp": 1, "instances": 2}}
+SWEEP = {
+    "name": "smollm2-cpu-disagg",
+    "backend": "hf",
+    "flow": "pytorch",
+    "servers": ["trtllm-serve"],
+    "models": [{"repo_id": "HuggingFaceTB/SmolLM2-135M-Instruct", "name": "smollm2-135m"}],
+    "precisions": ["float32"],
+    "parallelism": [{"tp": 1, "pp": 1}],
+    "max_batch_sizes": [2],
+    "lengths": [{"input": 1024, "output": 16}],
+    "streaming": [True],
+    "speculative": [NGRAM],
+    "disaggregated": ["none", C1G2],
+    "benchmark": {"concurrency": [2], "input_data": "data/prompts.jsonl", "num_requests": 4, "warmup_requests": 0,
+                  "max_tokens": 16, "chat_template": True, "extra_inputs": {"top_k": 1}},
+}  # fmt: skip
+BASE = "smollm2-135m_float32_tp1pp1_bs2_isl1024osl16_stream"
+AGGREGATED = f"{BASE}_spec-ngram_pytorch-serve"
+DISAGGREGATED = f"{BASE}_disagg-c1x1-g2x1_spec-ngram_pytorch-serve"
+
+
+def free_block(size: int = 10) -> int:
+    """A port p with p .. p + size - 1 all free on loopback (the lane's port block: proxy, grpc, metrics, workers)."""
+    for start in range(21000, 60000, 97):
+        socks = []
+        try:
+            for port in range(start, start + size):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return start
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise AssertionError("no free block of ports")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(")")[-1].split()[0] != "Z"
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+def test_an_aggregated_and_a_disaggregated_point_with_speculative_decoding(tmp_path):
+    base = free_block()
+    run_ok(tmp_path, trtsweep_sweep=SWEEP, ports=[base, base + 1, base + 2])
+    results = tmp_path / "results" / SWEEP["name"]
+    with (results / "results.csv").open() as handle:
+        rows = {row["point"]: row for row in csv.DictReader(handle)}
+    assert set(rows) == {AGGREGATED, DISAGGREGATED}
+    for point, row in rows.items():
+        assert (row["speculative"], row["failed"], row["succeeded"]) == ("ngram", "0", "4"), row
+        rate, length = float(row["acceptance_rate"]), float(row["acceptance_length"])
+        assert 0 <= rate <= 1 and 1 <= length <= 1 + NGRAM["max_draft_len"], row
+        stats = json.loads((results / point / "llm_perf.summary.json").read_text())["levels"][0]["summary"]
+        iterations = stats["server_metrics"]["iteration_stats"]
+        assert iterations["spec_draft_tokens"] >= iterations["spec_accepted_tokens"] > 0, (point, iterations)
+    assert (rows[AGGREGATED]["disaggregated"], rows[DISAGGREGATED]["disaggregated"]) == ("", "c1x1-g2x1")
+
+    point = results / DISAGGREGATED
+    record = json.loads((point / "disaggregated.json").read_text())
+    members = {m["name"]: m for m in record["members"]}
+    assert list(members) == ["context0", "generation0", "generation1", "proxy"]
+    assert [members[n]["port"] for n in members] == [base + 3, base + 4, base + 5, base]
+    assert record["iteration_stats_from"] == "generation0" and "no KV cache transfer" in record["kv_cache_transfer"]
+    config = yaml.safe_load((point / "disagg_proxy.yml").read_text())
+    assert config == record["proxy_config"] and config["generation_servers"]["urls"] == [
+        f"127.0.0.1:{base + 4}", f"127.0.0.1:{base + 5}"]  # fmt: skip
+    for name in ("context0", "generation0", "generation1"):
+        options = yaml.safe_load((point / f"llm_api_options_{name}.yml").read_text())
+        assert options["speculative_config"]["decoding_type"] == "NGram"
+        assert options.get("disable_overlap_scheduler") is (True if name == "context0" else None)
+    proxy_log = (point / "proxy.log").read_text()
+    for gen in ("generation0", "generation1"):  # both generation workers served requests: round robin
+        assert f"generation 127.0.0.1:{members[gen]['port']}" in proxy_log
+    pids = [pid for m in record["members"] for pid in (m["pid"], m["supervisor_pid"])]
+    assert not [pid for pid in pids if _alive(pid)]
+    assert not list((tmp_path / "work").rglob("disagg_group*.json"))
