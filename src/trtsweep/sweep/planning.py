@@ -61,7 +61,7 @@ from typing import Any
 from trtsweep.common.fileio import file_sha256
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.dataset import load_jsonl
-from trtsweep.sweep import disaggregated, flows, pytorch_axes, schema
+from trtsweep.sweep import disaggregated, draftcheck, flows, pytorch_axes, schema
 from trtsweep.sweep.slo import search_limits
 from trtsweep.toolchain.precisions import PRECISIONS as TRTLLM_PRECISIONS
 from trtsweep.triton import interface as triton_interface
@@ -366,8 +366,10 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
                                                                       placement["gpus_per_point"])  # fmt: skip
             if flow == "pytorch":
                 pytorch_axes.check_point(combo, str(release), tp)
-                pytorch_axes.check_model(model, *configs.get(_config_key(model, combo), (None, None)), combo,
-                                         (sweep.get("search") or {}).get("model_dirs"))  # fmt: skip
+                model_config, draft_config = configs.get(_config_key(model, combo), (None, None))
+                pytorch_axes.check_model(model, model_config, draft_config, combo)
+                if model_config is not None and draft_config is not None:  # and the draft's tokenizer (where at hand)
+                    draftcheck.check(model, combo.speculative, (sweep.get("search") or {}).get("model_dirs"))
                 point["llm_api_release"] = release
                 axis_options = {**llm_api, **pytorch_axes.options(combo)}
                 point["llm_api"] = flows.llm_api_options(point, str(release), pytorch, axis_options)

@@ -324,7 +324,7 @@ def vocab_size(config: dict[str, Any]) -> int | None:
 
 
 def check_model(model: dict[str, Any], config: dict[str, Any] | None, draft_config: dict[str, Any] | None,
-                combo: Combo, model_dirs: dict[str, str] | None = None) -> None:  # fmt: skip
+                combo: Combo) -> None:  # fmt: skip
     """MoE fields on a dense model, a draft whose vocabulary (tokenizer) differs from the model's: where the
     configs are at hand."""
     if config is None:
@@ -340,6 +340,3 @@ def check_model(model: dict[str, Any], config: dict[str, Any] | None, draft_conf
     if ours is not None and theirs is not None and ours != theirs:
         raise _fail(f"speculative[{spec.index}].draft", f"{spec.draft['repo_id']} has a vocabulary of {theirs} tokens, "
                     f"{model['repo_id']} of {ours}: a draft must share the model's tokenizer")  # fmt: skip
-    from trtsweep.sweep import draftcheck  # its tokenizer: vocabulary, merges, added tokens' ids (where at hand)
-
-    draftcheck.check(model, spec, model_dirs)
