@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from trtsweep.fleet import runplan
+from trtsweep.lane import disagg as lane_disagg
 from trtsweep.lane.point import PointRun
 from trtsweep.lane.spec import ROLES, TRTSWEEP_SETTINGS, HostSpec
 from trtsweep.perf.argv import command
@@ -35,6 +36,7 @@ CONTEXT: dict[str, Any] = {
     "trtsweep_triton_bind_address": "0.0.0.0",
     "trtsweep_triton_container_image": None,
     "trtsweep_server_lease_ttl": 20,
+    "trtsweep_gpus": None,
 }
 # what the earlier stages made (download, quantize, build, serve), as the later stages read it
 MADE: dict[str, Any] = {
@@ -47,7 +49,8 @@ MADE: dict[str, Any] = {
     "server_id": "trtsweep-0001",
 }
 PLACED = {"host": "h", "lane": "h--lane0", "gpus": [0, 1, 2, 3], "visible_devices": "0,1,2,3",
-          "ports": {"http": 8000, "grpc": 8001, "metrics": 8002}}  # fmt: skip
+          "ports": {"http": 8000, "grpc": 8001, "metrics": 8002, "worker0": 8003, "worker1": 8004,
+                    "worker2": 8005}}  # fmt: skip
 
 
 def settings(**over: Any) -> dict[str, Any]:
@@ -87,6 +90,8 @@ def stages(run: PointRun) -> dict[str, Any]:
         given["llm_api_options"] = yaml.safe_load(run.llm_api_options())
     if not run.openai:
         given["repository"] = run.repository_params()
+    if run.p.get("disaggregated"):  # its workers and the proxy's config (lane/disagg.py)
+        given["disagg"] = lane_disagg.layout(run.p, given["llm_api_options"], "h")
     return given
 
 
@@ -208,6 +213,9 @@ def test_every_sweep_field_reaches_what_it_configures(tmp_path):
                         {"llm_api_options.speculative_config": {"decoding_type": "NGram", "max_draft_len": 2}}),
         "attention_dp": ({**pytorch_flow, "parallelism": [{"tp": 2}], "attention_dp": [True]},
                          {"llm_api_options.enable_attention_dp": True}),
+        "disaggregated": ({**pytorch_flow, "servers": ["trtllm-serve"],
+                           "disaggregated": [{"context": {"tp": 2}, "generation": {"tp": 1, "instances": 2}}]},
+                          {"disagg.proxy.generation_servers.num_instances": 2, "benchmark.expect_server_id": None}),
         "moe": ({**pytorch_flow, "servers": ["trtllm-serve"], "parallelism": [{"tp": 2}], "moe": [{"ep": 2}],
                  "models": [{"repo_id": "Org/Moe-2x", "name": "qwen"}]},  # not in a hub cache: no dense-model check
                 {"llm_api_options.moe_expert_parallel_size": 2, "llm_api_options.moe_tensor_parallel_size": 1,
