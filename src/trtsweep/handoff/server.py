@@ -63,6 +63,8 @@ def _openai_argv(point: dict[str, Any], model: str, options_file: str) -> list[s
         pp=int(point["pp"]), ep=(point.get("llm_api") or {}).get("moe_expert_parallel_size"),
     )  # fmt: skip
     argv = llmapi_serve.argv(point["llm_api_release"], spec)
+    # as the lane runs it: 1.0/1.1's build_config flags (serve/openai_server.py), from the point's options
+    argv += llmapi_serve.build_config_flags(point["llm_api_release"], point.get("llm_api") or {})
     return ["python3", *HF_SERVER, *argv[1:]] if point["backend"] == "hf" else argv
 
 

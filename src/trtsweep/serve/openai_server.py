@@ -27,6 +27,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.toolchain.llmapi import serve as llmapi_serve
@@ -78,7 +81,16 @@ def argv(openai: OpenAIServe, host: str, port: int, server_id: str | None) -> li
         tp=openai.tp, pp=openai.pp, ep=openai.ep, executable=openai.executable,
     )  # fmt: skip
     out = llmapi_serve.argv(openai.release, spec)
+    # 1.0/1.1: trtllm-serve builds a build_config from its own flags, whose max_batch_size, max_num_tokens and
+    # max_seq_len win over the options file's top-level keys; they are passed as flags there (none in 1.2)
+    out += llmapi_serve.build_config_flags(openai.release, _options(openai.options_file))
     return [sys.executable, *HF_SERVER, *out[1:]] if openai.backend == "hf" else out
+
+
+def _options(path: Path) -> dict[str, Any]:
+    """The point's LLM API options (the options file), {} before it is written."""
+    loaded = yaml.safe_load(path.read_text()) if path.is_file() else None
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def content_hash(openai: OpenAIServe) -> str:
