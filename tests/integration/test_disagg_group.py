@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from tests.conftest import free_ports
+from trtsweep.common.procs import running as process_runs
 from trtsweep.serve import group, server
 from trtsweep.serve.openai_server import OpenAIServe
 from trtsweep.serve.spec import ServerSpec
@@ -63,15 +64,6 @@ def _pids(state: group.GroupState) -> list[int]:
     return [pid for m in group.record(state) for pid in (m["pid"], m["supervisor_pid"])]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(")")[-1].split()[0] != "Z"
-
-
 @pytest.fixture(scope="module")
 def running(demo_model, tmp_path_factory):
     work = tmp_path_factory.mktemp("disagg")
@@ -81,9 +73,9 @@ def running(demo_model, tmp_path_factory):
     finally:
         group.stop(state)
     deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in _pids(state)) and time.monotonic() < deadline:
+    while any(process_runs(pid) for pid in _pids(state)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not [pid for pid in _pids(state) if _alive(pid)]
+    assert not [pid for pid in _pids(state) if process_runs(pid)]
 
 
 def _url(state: group.GroupState, name: str) -> str:

@@ -15,19 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_ports
+from trtsweep.common.procs import running
 from trtsweep.lane.point import PointRun, StepFailed
 from trtsweep.lane.spec import HostSpec
 
 LANE = "h--lane0"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(")")[-1].split()[0] != "Z"
 
 
 def _run(tmp_path: Path, model_dir: Path) -> PointRun:
@@ -90,7 +82,7 @@ def test_a_worker_killed_mid_benchmark_fails_the_point_naming_it_and_stops_the_r
     assert list(members) == ["context0", "generation0", "generation1", "proxy"]
     pids = [pid for m in record["members"] for pid in (m["pid"], m["supervisor_pid"])]
     deadline = time.monotonic() + 10  # a supervisor whose server was killed ends by itself, just after
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not [(m["name"], pid) for m in record["members"] for pid in (m["pid"], m["supervisor_pid"]) if _alive(pid)]
+    assert not [(m["name"], pid) for m in record["members"] for pid in (m["pid"], m["supervisor_pid"]) if running(pid)]
     assert not run.group_file.exists() and not list(run.paths.run_dir.glob("disagg_group.*.json"))

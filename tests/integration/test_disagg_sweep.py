@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import socket
 
 import pytest
 import yaml
 
 from tests.integration.test_sweep_playbook import run_ok
+from trtsweep.common.procs import running
 
 NGRAM = {"name": "ngram", "decoding_type": "NGram", "max_draft_len": 4, "options": {"max_matching_ngram_size": 2}}
 C1G2 = {"context": {"tp": 1}, "generation": {"tp": 1, "instances": 2}}
@@ -58,15 +58,6 @@ def free_block(size: int = 10) -> int:
     raise AssertionError("no free block of ports")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(")")[-1].split()[0] != "Z"
-
-
 @pytest.mark.e2e
 @pytest.mark.timeout(900)
 def test_an_aggregated_and_a_disaggregated_point_with_speculative_decoding(tmp_path):
@@ -102,5 +93,5 @@ def test_an_aggregated_and_a_disaggregated_point_with_speculative_decoding(tmp_p
     for gen in ("generation0", "generation1"):  # both generation workers served requests: round robin
         assert f"generation 127.0.0.1:{members[gen]['port']}" in proxy_log
     pids = [pid for m in record["members"] for pid in (m["pid"], m["supervisor_pid"])]
-    assert not [pid for pid in pids if _alive(pid)]
+    assert not [pid for pid in pids if running(pid)]
     assert not list((tmp_path / "work").rglob("disagg_group*.json"))

@@ -23,7 +23,7 @@ import pytest
 
 from tests.conftest import ROOT, free_ports, wait_for
 from tests.integration.test_lane_faults_ports import heartbeat
-from trtsweep.common.procs import start_ticks
+from trtsweep.common.procs import running
 from trtsweep.serve.supervisor import STOP_GRACE_S, server_file
 
 STANDIN = ROOT / "benchmarks" / "standin_tritonserver.py"
@@ -41,10 +41,6 @@ spec = ServerSpec(model_repository=Path(a["repo"]), log_file=Path(a["log"]), run
                   metrics_port=a["ports"][2], lease_file=Path(a["lease"]), lease_ttl_s=a["ttl"])
 server.wait_ready(server.start(spec, Path(a["state"])), 300)
 """
-
-
-def alive(pid: int) -> bool:
-    return start_ticks(pid) is not None
 
 
 @pytest.mark.timeout(120)
@@ -71,8 +67,8 @@ def test_a_server_loading_when_the_controller_dies_is_gone_within_the_ttl(tmp_pa
             for proc in (controller, beat):  # the controller's machine dies: no `end` for the host
                 os.kill(proc.pid, signal.SIGKILL)
         killed = time.monotonic()
-        assert alive(record["pid"])
-        took = wait_for(lambda: not alive(record["pid"]), TTL_S + STOP_GRACE_S + 3)
+        assert running(record["pid"])
+        took = wait_for(lambda: not running(record["pid"]), TTL_S + STOP_GRACE_S + 3)
         print(f"server gone {took:.1f} s after the controller died (lease ttl {TTL_S} s)")
         assert took > TTL_S - 2  # the lease's TTL, counted from its last renewal
         _, err = lane.communicate(timeout=30)  # the lane's wait for readiness ends, and says why

@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.unit import build_env
+from trtsweep.common.procs import running
 from trtsweep.toolchain import artifacts, pipeline
 from trtsweep.toolchain.commands import CheckpointSpec
 from trtsweep.toolchain.runner import Runtime
@@ -77,14 +78,6 @@ def waiting_on(proc: subprocess.Popen, lock_file: Path) -> bool:
     return str(lock_file) in fds and state == "S"
 
 
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
 def finish(proc: subprocess.Popen) -> dict:
     out, err = proc.communicate(timeout=DEADLINE_S)
     assert proc.returncode == 0, err
@@ -141,7 +134,7 @@ def test_a_holder_killed_with_9_is_taken_over(tmp_path, lanes):
     first.send_signal(signal.SIGKILL)
     first.communicate()
     tool = gated(tmp_path)[0]
-    until(lambda: not alive(tool), "the killed holder's tool to die with it")
+    until(lambda: not running(tool), "the killed holder's tool to die with it")
     (tmp_path / "go").touch()
     taken = finish(second)
     assert taken["changed"] and taken["removed_partial"] and taken["path"] == str(target)

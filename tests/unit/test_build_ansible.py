@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from tests.unit import build_env
+from trtsweep.common.procs import running
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = ROOT / "data" / "prompts.jsonl"
@@ -80,13 +81,6 @@ def test_playbook_fails_with_one_line_on_a_bad_combination(tmp_path, monkeypatch
     assert fake.calls() == []
 
 
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
-
-
 def test_killing_the_playbook_mid_build_rebuilds_only_that_artifact(tmp_path, monkeypatch):
     fake = build_env.make(tmp_path, monkeypatch, "0.13.0")
     (tmp_path / "results").mkdir()
@@ -105,14 +99,14 @@ def test_killing_the_playbook_mid_build_rebuilds_only_that_artifact(tmp_path, mo
         os.kill(step_pid, signal.SIGKILL)  # ... and the module (Ansible runs it in a session of its own)
         run.wait()
         deadline = time.monotonic() + 10
-        while alive(tool_pid) and time.monotonic() < deadline:
+        while running(tool_pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not alive(tool_pid), "trtllm-build outlived the step that ran it"
+        assert not running(tool_pid), "trtllm-build outlived the step that ran it"
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
-        if tool_pid and alive(tool_pid):
+        if tool_pid and running(tool_pid):
             os.kill(tool_pid, signal.SIGKILL)
 
     rc, out = playbook(fake, tmp_path)

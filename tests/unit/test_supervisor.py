@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import wait_for
 from tests.unit.test_lease_watch import beat, shift_mtime
-from trtsweep.common.procs import start_ticks
+from trtsweep.common.procs import running, start_ticks
 from trtsweep.serve import supervisor
 from trtsweep.serve.server import gone
 from trtsweep.serve.spec import ServerState
@@ -29,10 +29,6 @@ SERVER = (
     "pathlib.Path(sys.argv[1]).write_text(str(stub.pid));"
     "time.sleep(600)"
 )
-
-
-def alive(pid: int) -> bool:
-    return start_ticks(pid) is not None
 
 
 def supervise(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes], int, int]:
@@ -65,9 +61,9 @@ def test_an_unrenewed_lease_stops_the_server_and_its_children(tmp_path):
         time.sleep(1)
         beat(lease, counter)
         shift_mtime(lease, -3600)
-    assert alive(server) and alive(stub)
+    assert running(server) and running(stub)
     shift_mtime(lease, 3600)  # the run went away (no more renewals) and the clock stepped ahead
-    took = wait_for(lambda: not alive(server) and not alive(stub), 15)
+    took = wait_for(lambda: not running(server) and not running(stub), 15)
     assert 2 - 1 < took < 2 + 3 + 2
     assert exit_record(tmp_path)["reason"] == "lease expired"
     assert sup.wait(timeout=10) == 0
@@ -77,8 +73,8 @@ def test_a_lease_not_written_yet_has_the_ttl_from_the_supervisors_start(tmp_path
     lease = tmp_path / "server.lease"  # the heartbeat's first line has not reached the host yet
     sup, server, stub = supervise(tmp_path, "--lease", str(lease), "--ttl", "3", "--grace", "3")
     time.sleep(1.5)
-    assert alive(server) and alive(stub)
-    wait_for(lambda: not alive(server) and not alive(stub), 3 + 3 + 2)
+    assert running(server) and running(stub)
+    wait_for(lambda: not running(server) and not running(stub), 3 + 3 + 2)
     assert exit_record(tmp_path)["reason"] == "lease expired"
     assert sup.wait(timeout=10) == 0
 
@@ -89,7 +85,7 @@ def test_a_removed_lease_stops_the_server_at_once(tmp_path):
     sup, server, stub = supervise(tmp_path, "--lease", str(lease), "--ttl", "60", "--grace", "3")
     time.sleep(1)  # seen by the supervisor
     lease.unlink()  # the heartbeat's `end`: the run is over
-    wait_for(lambda: not alive(server) and not alive(stub), 3)
+    wait_for(lambda: not running(server) and not running(stub), 3)
     assert exit_record(tmp_path)["reason"] == "lease expired"
     assert sup.wait(timeout=10) == 0
 
@@ -101,13 +97,13 @@ def test_a_server_that_dies_leaves_its_exit_signal(tmp_path):
     assert (record["signal"], record["reason"]) == (9, "exited")
     assert supervisor.describe_exit(record) == "killed by signal 9 (SIGKILL)"
     assert sup.wait(timeout=10) == 0
-    wait_for(lambda: not alive(stub), 5)  # what the dead server left goes with it
+    wait_for(lambda: not running(stub), 5)  # what the dead server left goes with it
 
 
 def test_a_signalled_supervisor_stops_its_server_first(tmp_path):
     sup, server, stub = supervise(tmp_path, "--grace", "3")
     sup.send_signal(signal.SIGTERM)
-    wait_for(lambda: not alive(server) and not alive(stub), 10)
+    wait_for(lambda: not running(server) and not running(stub), 10)
     record = exit_record(tmp_path)
     assert record["reason"] == "supervisor signalled"
     assert (
@@ -133,7 +129,7 @@ def test_a_server_dies_with_its_killed_supervisor_and_the_run_is_told(tmp_path):
     try:
         os.kill(sup.pid, signal.SIGKILL)
         sup.wait()
-        wait_for(lambda: not alive(server), 5)
+        wait_for(lambda: not running(server), 5)
         why = gone(state)
         assert why is not None and f"its supervisor (pid {sup.pid}) is gone" in why, why
     finally:

@@ -22,6 +22,11 @@ def start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+def running(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, reaped or not, does not)."""
+    return start_ticks(pid) is not None
+
+
 def alive(pid: int, ticks: int | None) -> bool:
     """Whether process `pid` still runs and, when `ticks` is given, is the same process that had them."""
     now = start_ticks(pid)

@@ -155,14 +155,7 @@ def manifests(
         "prometheus.io/port": str(PORTS["metrics"]),
         "prometheus.io/path": "/metrics",
     }
-    mounts: list[dict[str, Any]] = [
-        {"name": "model-store", "mountPath": STORE, "readOnly": True},
-        {"name": "dshm", "mountPath": "/dev/shm"},
-    ]
-    volumes: list[dict[str, Any]] = [
-        {"name": "model-store", "persistentVolumeClaim": {"claimName": f"{name}-models", "readOnly": True}},
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}},
-    ]
+    mounts, volumes = _volumes(name, None)
     docs: dict[str, dict[str, Any]] = {}
     if options is not None:  # trtllm-serve's LLM API options, from a ConfigMap
         mounts.append({"name": "llm-api-options", "mountPath": CONFIG_DIR, "readOnly": True})
