@@ -30,10 +30,10 @@ from trtsweep.serve.spec import ServerState
 SWEEP = "smollm2-cpu-demo"
 POINT = "smollm2-135m_float32_tp1pp1_bs4_isl1024osl128_stream"
 TTL = 8
-# the embedded sweep with shorter answers: a benchmark still runs long enough to be interrupted, and one run to its end
-# (a second run refused meanwhile) costs CI a minute, not three
+# the embedded sweep with shorter answers and fewer of them: a benchmark still runs long enough to be interrupted, and
+# one run to its end (a second run refused meanwhile) costs CI a minute, not three
 SHORT = yaml.safe_load((ROOT / "group_vars" / "all" / "sweep.yml").read_text())["trtsweep_sweep"]
-SHORT["benchmark"] |= {"max_tokens": 32}
+SHORT["benchmark"] |= {"max_tokens": 32, "num_requests": 8, "concurrency": [1, 2]}
 GRACE = 5  # the supervisor's TERM -> KILL grace
 
 
