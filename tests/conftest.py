@@ -77,6 +77,24 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
+def free_block(size: int) -> int:
+    """A base port whose `size` ports are all free on loopback now (a lane's port block)."""
+    for base in range(20000, 60000, 97):
+        socks = []
+        try:
+            for port in range(base, base + size):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise AssertionError("no free block of loopback ports")
+
+
 @pytest.fixture(scope="session")
 def demo_model() -> DemoModel:
     return materialize(cache_dir())

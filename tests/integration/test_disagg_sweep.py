@@ -9,59 +9,30 @@ from __future__ import annotations
 
 import csv
 import json
-import socket
 
 import pytest
 import yaml
 
+from tests.conftest import free_block
+from tests.integration.test_speculative_sweep import NGRAM
+from tests.integration.test_speculative_sweep import SWEEP as SPECULATIVE
 from tests.integration.test_sweep_playbook import run_ok
 from trtsweep.common.procs import running
 
-NGRAM = {"name": "ngram", "decoding_type": "NGram", "max_draft_len": 4, "options": {"max_matching_ngram_size": 2}}
 C1G2 = {"context": {"tp": 1}, "generation": {"tp": 1, "instances": 2}}
-SWEEP = {
-    "name": "smollm2-cpu-disagg",
-    "backend": "hf",
-    "flow": "pytorch",
-    "servers": ["trtllm-serve"],
-    "models": [{"repo_id": "HuggingFaceTB/SmolLM2-135M-Instruct", "name": "smollm2-135m"}],
-    "precisions": ["float32"],
-    "parallelism": [{"tp": 1, "pp": 1}],
-    "max_batch_sizes": [2],
-    "lengths": [{"input": 1024, "output": 16}],
-    "streaming": [True],
-    "speculative": [NGRAM],
-    "disaggregated": ["none", C1G2],
-    "benchmark": {"concurrency": [2], "input_data": "data/prompts.jsonl", "num_requests": 4, "warmup_requests": 0,
-                  "max_tokens": 16, "chat_template": True, "extra_inputs": {"top_k": 1}},
-}  # fmt: skip
+# the speculative e2e test's sweep (n-gram drafting on the hf stand-ins) with 16-token answers, aggregated and
+# disaggregated
+SWEEP = {**SPECULATIVE, "name": "smollm2-cpu-disagg", "lengths": [{"input": 1024, "output": 16}],
+         "disaggregated": ["none", C1G2], "benchmark": {**SPECULATIVE["benchmark"], "max_tokens": 16}}  # fmt: skip
 BASE = "smollm2-135m_float32_tp1pp1_bs2_isl1024osl16_stream"
 AGGREGATED = f"{BASE}_spec-ngram_pytorch-serve"
 DISAGGREGATED = f"{BASE}_disagg-c1x1-g2x1_spec-ngram_pytorch-serve"
 
 
-def free_block(size: int = 10) -> int:
-    """A port p with p .. p + size - 1 all free on loopback (the lane's port block: proxy, grpc, metrics, workers)."""
-    for start in range(21000, 60000, 97):
-        socks = []
-        try:
-            for port in range(start, start + size):
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return start
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise AssertionError("no free block of ports")
-
-
 @pytest.mark.e2e
 @pytest.mark.timeout(900)
 def test_an_aggregated_and_a_disaggregated_point_with_speculative_decoding(tmp_path):
-    base = free_block()
+    base = free_block(10)
     run_ok(tmp_path, trtsweep_sweep=SWEEP, ports=[base, base + 1, base + 2])
     results = tmp_path / "results" / SWEEP["name"]
     with (results / "results.csv").open() as handle:

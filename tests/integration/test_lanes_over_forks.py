@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 from pathlib import Path
 
 import ansible_runner
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_block
 
 SWEEP = {
     "name": "forks",
@@ -36,24 +35,6 @@ SWEEP = {
 }  # fmt: skip
 STRIDE = 10
 LANES = 3
-
-
-def free_block(size: int) -> int:
-    """A base port whose `size` ports are all free on loopback now."""
-    for base in range(20000, 60000, 97):
-        socks = []
-        try:
-            for port in range(base, base + size):
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise AssertionError("no free block of loopback ports")
 
 
 @pytest.mark.e2e

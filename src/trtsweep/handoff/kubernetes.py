@@ -67,8 +67,9 @@ def _volumes(name: str, config_map: str | None) -> tuple[list[dict[str, Any]], l
     return mounts, volumes
 
 
-def _deployment(name: str, labels: dict[str, str], containers: list[dict[str, Any]],
-                volumes: list[dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+def _deployment(name: str, labels: dict[str, str], containers: list[dict[str, Any]], volumes: list[dict[str, Any]],
+                pod_metadata: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """One replica of a pod of `containers` (its metadata: `labels`, unless `pod_metadata` is given)."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -76,7 +77,10 @@ def _deployment(name: str, labels: dict[str, str], containers: list[dict[str, An
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": containers, "volumes": volumes}},
+            "template": {
+                "metadata": pod_metadata or {"labels": labels},
+                "spec": {"containers": containers, "volumes": volumes},
+            },
         },
     }
 
@@ -182,16 +186,7 @@ def manifests(
         container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
     pod_metadata: dict[str, Any] = {"labels": labels, **({"annotations": scrape} if s.scrape else {})}
     docs["pvc"] = _store(name, labels, artifact_bytes)
-    docs["deployment"] = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": pod_metadata, "spec": {"containers": [container], "volumes": volumes}},
-        },
-    }
+    docs["deployment"] = _deployment(name, labels, [container], volumes, pod_metadata)
     docs["service"] = {
         "apiVersion": "v1",
         "kind": "Service",
