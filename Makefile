@@ -17,8 +17,19 @@ install: $(VENV)/.installed
 sweep: install
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/ansible-playbook sweep.yml
 
+# The suite in three steps, each failing with the names of its failed tests (CONTRIBUTING.md, "CI's time"):
+# the unit tests first (a mistake shows in the first minutes), then the real-server tests in parallel workers, a
+# module (or an xdist_group) to a worker, the longest first, then the few whose timing windows need a quiet machine.
+# TEST_REPORTS=<dir> keeps each step's junit XML there (tools/test_durations.py reads them).
+PYTEST := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -rfE
+TEST_WORKERS ?= 3
+TEST_REPORTS ?=
+junit = $(if $(TEST_REPORTS),--junitxml=$(abspath $(TEST_REPORTS))/$(1).xml)
 test: install
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest
+	$(PYTEST) tests/unit -n 2 --dist loadfile $(call junit,unit)
+	$(PYTEST) tests/integration tests/fleet -m "not quiet" -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
+		$(call junit,parallel)
+	$(PYTEST) tests/integration tests/fleet -m quiet -p no:xdist $(call junit,quiet)
 
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && PATH="$(abspath $(BIN)):$$PATH" $(BIN)/ansible-lint

@@ -5,6 +5,8 @@ only them)."""
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import subprocess
 import sys
@@ -45,6 +47,41 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         )
 
 
+DURATIONS = Path(__file__).with_name("durations.json")  # seconds per scheduling group: tools/test_durations.py
+
+
+def schedule_group(item: pytest.Item) -> str:
+    """The group `item` runs in when the suite runs in parallel workers (`--dist loadgroup`): its own
+    `xdist_group` mark, else its module for the real-server tests (a module's tests share its fixtures and run one
+    after another in one worker), else none (a unit test goes wherever a worker is free)."""
+    mark = item.get_closest_marker("xdist_group")
+    if mark is not None:
+        return str(mark.args[0])
+    module = item.nodeid.split("::", 1)[0]
+    return module if not module.startswith("tests/unit/") else ""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Real-server tests are grouped by module and the longest groups come first (the last measured durations,
+    tests/durations.json; a group not measured yet counts as the longest), so that parallel workers end together;
+    the unit tests come first (the first minutes tell) and the order within a group is kept. Runs before
+    pytest-xdist reads the groups."""
+    seconds = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    unknown = max(seconds.values(), default=0.0) + 1.0
+    groups = {}
+    for item in items:
+        group = groups[item.nodeid] = schedule_group(item)
+        if group and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+    def order(item: pytest.Item) -> tuple[int, float]:
+        group = groups[item.nodeid]
+        return (1, -seconds.get(group, unknown)) if group else (0, 0.0)
+
+    items.sort(key=order)
+
+
 def wait_for(predicate: Callable[[], object], timeout_s: float) -> float:
     """Seconds until predicate() held; fails the test after timeout_s."""
     start = time.monotonic()
@@ -78,8 +115,11 @@ def free_ports(count: int) -> list[int]:
 
 
 def free_block(size: int) -> int:
-    """A base port whose `size` ports are all free on loopback now (a lane's port block)."""
-    for base in range(20000, 60000, 97):
+    """A base port whose `size` ports are all free on loopback now (a lane's port block). Each parallel test worker
+    (pytest-xdist) looks in a range of its own, so that two workers asking at once do not get the same block."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    start = 20000 + 3000 * (worker % 12)
+    for base in [*range(start, 60000, 97), *range(20000, start, 97)]:
         socks = []
         try:
             for port in range(base, base + size):
@@ -162,12 +202,20 @@ FAULTS: list[tuple[str, str, str, str, float]] = []  # fault, required outcome, 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A fault test's report carries its fault and outcome (a report is what reaches the controlling process when
+    the tests run in parallel workers, the marker is not)."""
     report = yield
     marker = item.get_closest_marker("fault")
-    if marker is not None and (report.when == "call" or report.outcome != "passed"):
-        FAULTS.append((*marker.args, item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1] + "::" + item.name,
-                       report.outcome, report.duration))  # fmt: skip
+    if marker is not None:
+        report.user_properties.append(("fault", list(marker.args)))
     return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    fault = dict(report.user_properties).get("fault")
+    if fault is not None and (report.when == "call" or report.outcome != "passed"):
+        test = report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1] + "::" + report.nodeid.split("::")[-1]
+        FAULTS.append((*fault, test, report.outcome, report.duration))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

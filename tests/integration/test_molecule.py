@@ -1,4 +1,6 @@
-"""molecule scenarios (delegated driver, this machine): converge, idempotence, verify, cleanup."""
+"""molecule scenarios (delegated driver, this machine): converge, idempotence, verify, cleanup. `build`: the quantize
+and trtllm_build roles on the tool doubles; `serving`: hf_download, triton_repo, triton_serve and llm_perf in turn
+(a real Triton server), verified with the checks of each of the three."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from trtsweep.serve.spec import ServerState
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("scenario", ["build", "triton_repo", "triton_serve", "llm_perf"])
+@pytest.mark.parametrize("scenario", ["build", "serving"])
 def test_molecule_scenario(scenario, tmp_path):
     http, grpc, metrics = free_ports(3)
     env = {

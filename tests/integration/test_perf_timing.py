@@ -15,6 +15,8 @@ from trtsweep.perf.protocols import Endpoint
 from trtsweep.serve import server
 from trtsweep.serve.spec import ServerSpec
 
+pytestmark = pytest.mark.quiet  # latencies checked to a few milliseconds: no other test beside it
+
 FIRST_MS, GAP_MS, TOKENS = 100.0, 20.0, 10
 E2E_MS = FIRST_MS + GAP_MS * (TOKENS - 1)
 

@@ -7,6 +7,7 @@ they are skipped with it. The CPU test bed has no GPU AIConfigurator knows: the 
 from __future__ import annotations
 
 import csv
+import fcntl
 import json
 import os
 import shutil
@@ -44,7 +45,15 @@ CONFIGS = [
 
 
 def _install() -> str | None:
-    """Make the venv of AIConfigurator; None when done, else why not."""
+    """Make the venv of AIConfigurator once (parallel test workers wait for the one that makes it); None when done,
+    else why not."""
+    VENV.parent.mkdir(parents=True, exist_ok=True)
+    with open(VENV.parent / f".{VENV.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _make_venv()
+
+
+def _make_venv() -> str | None:
     if (VENV / ".complete").exists():
         return None
     shutil.rmtree(VENV, ignore_errors=True)
