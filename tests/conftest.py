@@ -5,7 +5,6 @@ only them)."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -26,6 +25,7 @@ from trtsweep.triton import repository
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ROOT / "data" / "prompts.jsonl"
 _BUILTIN_INTERN = sys.intern
+pytest_plugins = ["tests.scheduling"]
 
 
 @pytest.fixture
@@ -45,41 +45,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             f"{type(sys.intern).__module__}.{type(sys.intern).__name__}, which breaks torch in later tests): "
             "import ansible inside the test that needs it"
         )
-
-
-DURATIONS = Path(__file__).with_name("durations.json")  # seconds per scheduling group: tools/test_durations.py
-
-
-def schedule_group(item: pytest.Item) -> str:
-    """The group `item` runs in when the suite runs in parallel workers (`--dist loadgroup`): its own
-    `xdist_group` mark, else its module for the real-server tests (a module's tests share its fixtures and run one
-    after another in one worker), else none (a unit test goes wherever a worker is free)."""
-    mark = item.get_closest_marker("xdist_group")
-    if mark is not None:
-        return str(mark.args[0])
-    module = item.nodeid.split("::", 1)[0]
-    return module if not module.startswith("tests/unit/") else ""
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Real-server tests are grouped by module and the longest groups come first (the last measured durations,
-    tests/durations.json; a group not measured yet counts as the longest), so that parallel workers end together;
-    the unit tests come first (the first minutes tell) and the order within a group is kept. Runs before
-    pytest-xdist reads the groups."""
-    seconds = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
-    unknown = max(seconds.values(), default=0.0) + 1.0
-    groups = {}
-    for item in items:
-        group = groups[item.nodeid] = schedule_group(item)
-        if group and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-    def order(item: pytest.Item) -> tuple[int, float]:
-        group = groups[item.nodeid]
-        return (1, -seconds.get(group, unknown)) if group else (0, 0.0)
-
-    items.sort(key=order)
 
 
 def wait_for(predicate: Callable[[], object], timeout_s: float) -> float:

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DURATIONS = ROOT / "tests" / "durations.json"
+sys.path.insert(0, str(ROOT))
+from tests.scheduling import group_of  # noqa: E402 - the checkout's tests package
+
+DURATIONS = ROOT / "tests" / "durations.json"  # read by tests/scheduling.py
 # what a slow test module starts (the reason it is slow)
 STARTS = {
     "tests/integration/test_readme_commands.py": "`make sweep` as written (2 points, real Triton, demo model), its "
@@ -69,12 +73,10 @@ STARTS = {
 }
 
 
-def group(classname: str, name: str) -> str:
-    """The scheduling group of a junit test case (tests/conftest.py schedule_group): the `@group` pytest-xdist
-    appends to a grouped test's id, else its module."""
-    if "@" in name:
-        return name.split("@", 1)[1]
-    return "/".join(classname.split(".")[:3]) + ".py"
+def group(classname: str) -> str:
+    """The scheduling group of a junit test case's module (tests/scheduling.py), the unit tests by module."""
+    module = "/".join(classname.split(".")[:3]) + ".py"
+    return group_of(module) or module
 
 
 def read(paths: list[Path]) -> tuple[list[tuple[float, str, str, str]], list[tuple[str, float, int]]]:
@@ -85,9 +87,9 @@ def read(paths: list[Path]) -> tuple[list[tuple[float, str, str, str]], list[tup
         suite = root if root.tag == "testsuite" else root.find("testsuite")
         steps.append((path.name, float(suite.get("time", 0)), int(suite.get("tests", 0))))
         for case in root.iter("testcase"):
-            classname, name = case.get("classname", ""), case.get("name", "")
-            test = f"{'/'.join(classname.split('.')[:3])}.py::{name.split('@', 1)[0]}"
-            cases.append((float(case.get("time", 0)), test, group(classname, name), path.stem))
+            classname = case.get("classname", "")
+            test = f"{'/'.join(classname.split('.')[:3])}.py::{case.get('name', '')}"
+            cases.append((float(case.get("time", 0)), test, group(classname), path.stem))
     return cases, steps
 
 

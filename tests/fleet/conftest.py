@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -29,7 +32,18 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestBed]:
 
 @pytest.fixture(scope="session")
 def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The controller's wheel and its dependency wheels, made once (pip download on the controller)."""
-    dest = tmp_path_factory.mktemp("wheelhouse")
-    subprocess.run([sys.executable, "-m", "trtsweep.cli", "wheelhouse", str(dest)], check=True, capture_output=True)
+    """The controller's wheel and its dependency wheels, made once for the whole run (pip download on the
+    controller): parallel test workers share one, the first to ask makes it while the others wait."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's basetemp is a folder of the run's
+        shared = shared.parent
+    dest = shared / "wheelhouse-shared"
+    with open(shared / "wheelhouse-shared.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (dest / ".complete").is_file():
+            shutil.rmtree(dest, ignore_errors=True)
+            dest.mkdir()
+            subprocess.run([sys.executable, "-m", "trtsweep.cli", "wheelhouse", str(dest)], check=True,
+                           capture_output=True)  # fmt: skip
+            (dest / ".complete").touch()
     return dest

@@ -37,9 +37,6 @@ from trtsweep.fleet.release import wheel_build_id
 from trtsweep.hub.demo_model import DemoModel
 from trtsweep.serve.spec import ServerState
 
-# one worker runs both files' tests: they share the session's SSH bed, bootstrapped once
-pytestmark = pytest.mark.xdist_group("fleet-bed")
-
 SMOL = "models--HuggingFaceTB--SmolLM2-135M-Instruct"
 COPY_REPO = "trtsweep-test/smol-copy"
 COPY = "models--trtsweep-test--smol-copy"

@@ -30,9 +30,6 @@ from tests.fleet.testbed import TestBed, ansible_bin, ansible_env
 from trtsweep.fleet import status
 from trtsweep.hub.demo_model import DemoModel
 
-# one worker runs both files' tests: they share the session's SSH bed, bootstrapped once
-pytestmark = pytest.mark.xdist_group("fleet-bed")
-
 NAME = "outage"
 CONFIGS = [f"smol_{p}_tp1pp1_bs2_isl256osl16_stream" for p in ("float32", "int8")]
 SWEEP = {
