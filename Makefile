@@ -22,7 +22,7 @@ sweep: install
 # module (or an xdist_group) to a worker, the longest first, then the few whose timing windows need a quiet machine.
 # TEST_REPORTS=<dir> keeps each step's junit XML there (tools/test_durations.py reads them).
 PYTEST := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -rfE
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 TEST_REPORTS ?=
 junit = $(if $(TEST_REPORTS),--junitxml=$(abspath $(TEST_REPORTS))/$(1).xml)
 test: install

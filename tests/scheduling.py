@@ -60,5 +60,6 @@ class ModuleGroupScheduling(LoadScopeScheduling):
         return group_of(nodeid) or nodeid
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: a run with `-p no:xdist` has none
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadScopeScheduling | None:
     return ModuleGroupScheduling(config, log) if config.getoption("dist") == "loadgroup" else None

@@ -37,6 +37,8 @@ from trtsweep.fleet.release import wheel_build_id
 from trtsweep.hub.demo_model import DemoModel
 from trtsweep.serve.spec import ServerState
 
+pytestmark = pytest.mark.quiet  # a link cut and the give-up that follows it are timed in seconds: nothing beside it
+
 SMOL = "models--HuggingFaceTB--SmolLM2-135M-Instruct"
 COPY_REPO = "trtsweep-test/smol-copy"
 COPY = "models--trtsweep-test--smol-copy"

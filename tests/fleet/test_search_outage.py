@@ -30,6 +30,8 @@ from tests.fleet.testbed import TestBed, ansible_bin, ansible_env
 from trtsweep.fleet import status
 from trtsweep.hub.demo_model import DemoModel
 
+pytestmark = pytest.mark.quiet  # a link cut for 40 s, timed against the collector's give-up: nothing beside it
+
 NAME = "outage"
 CONFIGS = [f"smol_{p}_tp1pp1_bs2_isl256osl16_stream" for p in ("float32", "int8")]
 SWEEP = {

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from trtsweep.perf import selftest
+
+pytestmark = pytest.mark.quiet  # the measured TTFT checked to 50 ms of the server's: nothing beside it
 
 
 def test_selftest_reports_timing_error_and_capacity(tmp_path):
