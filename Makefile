@@ -11,7 +11,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[local,test]'
 	touch $@
 
+# The checkout's Python compiled ahead (an editable install is not compiled by pip, and where PYTHONDONTWRITEBYTECODE
+# is set every process would compile trtsweep again: each module, lane and client of every run); only what changed,
+# not the Triton model templates (copied into model repositories as they are).
 install: $(VENV)/.installed
+	$(BIN)/python -m compileall -q -x /templates/ src action_plugins callback_plugins filter_plugins lookup_plugins >/dev/null
 
 # The embedded default sweep: demo model on CPU, real Triton server, results in results/<sweep>/.
 sweep: install
