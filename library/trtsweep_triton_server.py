@@ -67,7 +67,6 @@ options:
   container_name: {type: str, description: "Container name (default trtsweep-<http_port>)."}
   docker: {type: str, default: docker, description: "docker CLI."}
   gpus: {type: str, default: all, description: "docker --gpus value."}
-  shm_size: {type: str, default: 2g, description: "docker --shm-size."}
   visible_devices:
     type: str
     description:
@@ -246,7 +245,6 @@ def main():
             "container_name": {"type": "str"},
             "docker": {"type": "str", "default": "docker"},
             "gpus": {"type": "str", "default": "all"},
-            "shm_size": {"type": "str", "default": "2g"},
             "visible_devices": {"type": "str"},
             "mounts": {"type": "list", "elements": "path", "default": []},
             "tritonserver": {"type": "str", "default": "tritonserver"},

@@ -39,7 +39,7 @@ def _run(tmp_path: Path, model_dir: Path) -> PointRun:
                 "trtsweep_triton_bind_address": "127.0.0.1", "trtsweep_triton_runtime": "local",
                 "trtsweep_server_lease_ttl": 600, "triton_serve_ready_timeout": 180,
                 "triton_serve_tritonserver": "tritonserver", "triton_serve_mpirun": "mpirun",
-                "triton_serve_container_gpus": "all", "triton_serve_container_shm_size": "2g",
+                "triton_serve_container_gpus": "all",
                 "triton_serve_log_verbose": 0}  # fmt: skip
     spec = HostSpec("run-1", "s", tmp_path / "journal", tmp_path / "run.lease", settings, {},
                     [{"name": LANE, "ports": placed["ports"], "points": [placed]}])  # fmt: skip

@@ -25,7 +25,7 @@ def _point(**over):
 def _base(tmp_path, backend="tensorrtllm", runtime="native"):
     return {"model_repository": str(tmp_path / "repo"), "runtime": runtime, "tritonserver": "tritonserver",
             "world_size": 1, "engine_dir": None, "mpirun": "mpirun", "container_image": "nvcr.io/trt:1.1.0",
-            "container_name": None, "docker": "docker", "gpus": "all", "shm_size": "2g", "visible_devices": "2,3,4",
+            "container_name": None, "docker": "docker", "gpus": "all", "visible_devices": "2,3,4",
             "mounts": [], "http_port": 8000, "grpc_port": 8001, "metrics_port": 8002, "bind_address": "127.0.0.1",
             "log_file": str(tmp_path / "triton_server.log"), "log_verbose": 0, "cache_dir": str(tmp_path),
             "lease_file": str(tmp_path / "lease"), "lease_ttl": 20,

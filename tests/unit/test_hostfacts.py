@@ -64,6 +64,21 @@ def test_preflight_checks_the_trtllm_version_of_the_install(tmp_path):
     assert found["trtllm_version"] == "0.12.0"
 
 
+def test_preflight_refuses_podman_as_the_container_cli_in_one_line(tmp_path):
+    podman = tmp_path / "docker"  # podman-docker's shim answers as podman does
+    podman.write_text("#!/bin/sh\necho 'podman version 4.3.1'\n")
+    podman.chmod(0o755)
+    problems, _ = hostfacts.preflight(tmp_path, 0, "container", docker=str(podman), container_image="img:1")
+    assert problems == [
+        f"runtime container: {podman} is podman version 4.3.1; trtsweep runs NVIDIA's images with "
+        "docker (podman ignores --gpus: it takes GPUs through CDI, --device nvidia.com/gpu=N)"
+    ]
+    docker = tmp_path / "real-docker"
+    docker.write_text("#!/bin/sh\necho 'Docker version 20.10.24+dfsg1, build 297e128'\n")
+    docker.chmod(0o755)
+    assert hostfacts.preflight(tmp_path, 0, "container", docker=str(docker), container_image="img:1")[0] == []
+
+
 def test_preflight_checks_the_host_groups_declared_release_and_the_image_tags(tmp_path, monkeypatch):
     monkeypatch.setattr(hostfacts, "_runtime_problem", lambda *a: None)  # no docker here: the tags are the subject
     problems, _ = hostfacts.preflight(

@@ -114,9 +114,22 @@ def _runtime_problem(runtime: str, tritonserver: str, docker: str, image: str | 
             return f"runtime container: {docker} not found on PATH"
         if not image:
             return "runtime container: no image (trtsweep_triton_container_image)"
+        return _podman_problem(docker)
     else:
         return f"runtime {runtime!r}: expected local, native or container"
     return None
+
+
+def _podman_problem(docker: str) -> str | None:
+    """A `docker` that is podman (or its docker shim): refused in one line."""
+    try:
+        out = subprocess.run([docker, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None  # a CLI that does not answer fails the point's start, in docker's own words
+    if not out.stdout.lower().startswith("podman"):
+        return None
+    return (f"runtime container: {docker} is {out.stdout.strip()}; trtsweep runs NVIDIA's images with docker "
+            "(podman ignores --gpus: it takes GPUs through CDI, --device nvidia.com/gpu=N)")  # fmt: skip
 
 
 def trtllm_version(python: str, timeout_s: float = 120) -> tuple[str | None, str | None]:

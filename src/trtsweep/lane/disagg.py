@@ -30,6 +30,7 @@ import yaml
 from trtsweep.common.mounts import container_volumes
 from trtsweep.errors import TrtsweepError
 from trtsweep.serve import group as server_group
+from trtsweep.serve import server
 from trtsweep.serve.command import docker_run
 from trtsweep.serve.spec import from_params
 from trtsweep.toolchain.llmapi import disagg
@@ -84,7 +85,9 @@ def starts(plan: Layout, base: dict[str, Any], point_dir: Path, run_dir: Path,
         (results / options.name).write_text(_yaml(worker.options))
         openai = {**base["openai"], "options_file": str(options), "served_dir": str(run_dir / "served" / worker.name),
                   "tp": worker.tp, "pp": worker.pp, "ep": None, "flags": worker.flags}  # fmt: skip
-        params = {**base, "http_port": worker.port, "visible_devices": ",".join(map(str, worker.gpus)) or None,
+        name = f"{base['container_name']}-{worker.name}" if base.get("container_name") else None
+        params = {**base, "container_name": name, "http_port": worker.port,
+                  "visible_devices": ",".join(map(str, worker.gpus)) or None,
                   "log_file": str(results / f"{worker.name}.log"), "openai": openai}  # fmt: skip
         out.append(server_group.WorkerStart(worker.name, worker.role, list(worker.gpus), from_params(params)))
     config = point_dir / PROXY_CONFIG
@@ -97,6 +100,7 @@ def starts(plan: Layout, base: dict[str, Any], point_dir: Path, run_dir: Path,
     if o["backend"] == "hf":
         argv = [sys.executable, *PROXY_STANDIN, *argv[1:]]
     elif proxy_spec.container is not None:  # the release image's trtllm-serve, as the workers run it
+        server.fit_limits(proxy_spec.container)  # as the workers' (their logs say what was lowered)
         argv = docker_run(proxy_spec.container, None, container_volumes([point_dir]), argv)
     return out, server_group.ProxyStart(argv, proxy_spec)
 

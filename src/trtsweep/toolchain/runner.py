@@ -30,6 +30,7 @@ from typing import Any
 from trtsweep.common.mounts import container_volumes
 from trtsweep.common.procs import die_with_parent
 from trtsweep.errors import TrtsweepError
+from trtsweep.serve.container import fit_limits, remove, ulimit_args
 
 KINDS = ("native", "container")
 SECRET_ENV = ("HF_TOKEN",)
@@ -87,10 +88,9 @@ class Runtime:
         if not self.image:
             raise TrtsweepError("runtime container: set container_image (docker run) or container_name (docker exec)")
         volumes = container_volumes([p for p in [*paths, *self.mounts] if p])
-        return [
-            self.docker, "run", "--rm", "--name", name, "--gpus", self.gpus, "--ipc=host", "--ulimit", "memlock=-1",
-            "--ulimit", "stack=67108864", *volumes, *env, self.image, *inner,
-        ]  # fmt: skip
+        limits = fit_limits(self.docker, self.image).limits  # what the host allows of NVIDIA's memlock and stack
+        return [self.docker, "run", "--rm", "--name", name, "--gpus", self.gpus, "--ipc=host", *ulimit_args(limits),
+                *volumes, *env, self.image, *inner]  # fmt: skip
 
 
 def _secrets(env: Mapping[str, str]) -> list[str]:
@@ -154,7 +154,7 @@ def _wait(proc: subprocess.Popen[bytes], timeout_s: float | None, noted: list[in
 def _remove_container(runtime: Runtime, name: str | None) -> None:
     """`docker rm -f` the step's ``docker run`` container (a ``docker exec`` runs in a container not ours)."""
     if runtime.kind == "container" and not runtime.container and name:
-        subprocess.run([runtime.docker, "rm", "-f", name], capture_output=True, timeout=60, check=False)
+        remove(runtime.docker, name)
 
 
 def run(
