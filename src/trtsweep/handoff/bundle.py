@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from trtsweep import __version__
+from trtsweep.common import fileio
 from trtsweep.common.fileio import atomic_write_text, file_sha256
 from trtsweep.errors import TrtsweepError
 from trtsweep.handoff import disagg
@@ -202,7 +203,11 @@ def write_bundle(
                                                         str(options), draft_dir is not None)  # fmt: skip
         written.update(made)
     else:
-        written.update(launch_scripts(s, image, name))
+        # the limits its container got on the benchmark host (None: it ran natively)
+        ran = fileio.read_json(point_dir / "container.json")
+        if ran:
+            manifest["container_limits"] = {"limits": ran.get("limits"), "notes": ran.get("notes") or []}
+        written.update(launch_scripts(s, image, name, ran.get("limits") if ran else None))
         written[f"systemd/{name}.service"] = unit(point, s, name)
         k8s_options = store_options if s.kind == "trtllm-serve" else None
         written.update(manifests(point, s, image, name, int(artifact_bytes or 0), k8s_options))

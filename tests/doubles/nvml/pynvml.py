@@ -1,0 +1,114 @@
+"""Test double of NVML (`pynvml`, from nvidia-ml-py; tests only: the test machines have no GPU driver).
+
+Put this folder first on PYTHONPATH. FAKE_GPU_COUNT GPUs (as the nvidia-smi double lists them). A GPU's compute
+processes are what the driver would report: every process on this machine whose environment gives it that GPU,
+through NVIDIA_VISIBLE_DEVICES (what docker's --gpus sets inside a container: the container's processes, as the host
+sees their pids) or CUDA_VISIBLE_DEVICES (a process started natively), when it runs a server (tritonserver, a
+python-backend stub, trtllm-serve or its stand-ins): read from /proc, so a process tree walked from the wrong root
+misses them as it would on a GPU host. Telemetry reads return fixed plausible values.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+NVML_CLOCK_SM = 1
+SERVERS = ("tritonserver", "triton_python_backend_stub", "trtllm-serve", "trtsweep.serve.hf_openai")
+
+
+class NVMLError(Exception):
+    """NVML's error type."""
+
+
+class _Process(NamedTuple):
+    pid: int
+    usedGpuMemory: int
+
+
+class _Utilization(NamedTuple):
+    gpu: int
+    memory: int
+
+
+class _Memory(NamedTuple):
+    total: int
+    used: int
+    free: int
+
+
+def _count() -> int:
+    return int(os.environ.get("FAKE_GPU_COUNT", "0"))
+
+
+def nvmlInit() -> None:
+    if _count() == 0:
+        raise NVMLError("NVML double: FAKE_GPU_COUNT is 0 (no driver)")
+
+
+def nvmlShutdown() -> None:
+    return None
+
+
+def nvmlDeviceGetCount() -> int:
+    return _count()
+
+
+def nvmlDeviceGetHandleByIndex(index: int) -> int:
+    if not 0 <= index < _count():
+        raise NVMLError(f"NVML double: no GPU {index}")
+    return index
+
+
+def nvmlDeviceGetUUID(handle: int) -> str:
+    return f"GPU-0000000{handle}"
+
+
+def nvmlDeviceGetName(handle: int) -> str:
+    return "NVIDIA H100 80GB HBM3"
+
+
+def _given(pid: str) -> tuple[set[str], str]:
+    """(the GPU indices a process's environment gives it, its command line)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return set(), ""
+    found: set[str] = set()
+    for entry in environ:
+        name, _, value = entry.decode(errors="replace").partition("=")
+        if name in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+            found |= {v.strip() for v in value.split(",") if v.strip()}
+    return found, cmdline
+
+
+def nvmlDeviceGetComputeRunningProcesses(handle: int) -> list[_Process]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            given, cmdline = _given(entry.name)
+            if str(handle) in given and any(server in cmdline for server in SERVERS):
+                out.append(_Process(int(entry.name), 512 * 2**20))
+    return out
+
+
+def nvmlDeviceGetUtilizationRates(handle: int) -> _Utilization:
+    return _Utilization(50, 20)
+
+
+def nvmlDeviceGetMemoryInfo(handle: int) -> _Memory:
+    return _Memory(80 * 2**30, 2**30, 79 * 2**30)
+
+
+def nvmlDeviceGetPowerUsage(handle: int) -> int:
+    return 300_000
+
+
+def nvmlDeviceGetTotalEnergyConsumption(handle: int) -> int:
+    return 1_000_000
+
+
+def nvmlDeviceGetClockInfo(handle: int, clock: int) -> int:
+    return 1980
