@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 from trtsweep.common.mounts import container_volumes, repository_paths
@@ -112,7 +113,8 @@ def build_command(spec: ServerSpec, server_id: str | None = None) -> tuple[list[
     _check_spec(spec)
     env = server_environment(spec)
     if spec.openai is not None:
-        argv = openai_server.argv(spec.openai, spec.bind_address, spec.http_port, server_id)
+        python = "python3" if spec.runtime == "container" else sys.executable  # the image's own, in a container
+        argv = openai_server.argv(spec.openai, spec.bind_address, spec.http_port, server_id, python)
         if spec.runtime == "container":
             o = spec.openai
             argv = _in_container(spec, argv, [o.model, o.options_file.parent, o.served_dir])

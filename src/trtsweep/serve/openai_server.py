@@ -69,13 +69,15 @@ def link(openai: OpenAIServe, server_id: str) -> Path:
     return path
 
 
-def argv(openai: OpenAIServe, host: str, port: int, server_id: str | None) -> list[str]:
+def argv(openai: OpenAIServe, host: str, port: int, server_id: str | None, python: str = sys.executable) -> list[str]:
+    """trtllm-serve's command line (the hf backend's counterpart: `python` -m trtsweep.serve.hf_openai; in a
+    container the image's python3)."""
     if openai.backend not in BACKENDS:
         raise TrtsweepError(f"openai server backend: expected one of {BACKENDS}, got {openai.backend!r}")
     if openai.flags is not None:  # a disaggregated worker: its flags carry its host and port
         options = llmapi_serve.option(openai.release, "--extra_llm_api_options", str(openai.options_file))
         out = [openai.executable, str(served_path(openai, server_id)), *openai.flags, *options]
-        return [sys.executable, *HF_SERVER, *out[1:]] if openai.backend == "hf" else out
+        return [python, *HF_SERVER, *out[1:]] if openai.backend == "hf" else out
     spec = llmapi_serve.ServeSpec(
         model=str(served_path(openai, server_id)), options_file=str(openai.options_file), port=port, host=host,
         tp=openai.tp, pp=openai.pp, ep=openai.ep, executable=openai.executable,
@@ -84,7 +86,7 @@ def argv(openai: OpenAIServe, host: str, port: int, server_id: str | None) -> li
     # 1.0/1.1: trtllm-serve builds a build_config from its own flags, whose max_batch_size, max_num_tokens and
     # max_seq_len win over the options file's top-level keys; they are passed as flags there (none in 1.2)
     out += llmapi_serve.build_config_flags(openai.release, _options(openai.options_file))
-    return [sys.executable, *HF_SERVER, *out[1:]] if openai.backend == "hf" else out
+    return [python, *HF_SERVER, *out[1:]] if openai.backend == "hf" else out
 
 
 def _options(path: Path) -> dict[str, Any]:

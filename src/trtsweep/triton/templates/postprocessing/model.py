@@ -12,10 +12,15 @@ Parameters: tokenizer_dir, skip_special_tokens, tokenizer_type (auto, llama, t5;
 
 import json
 import re
+import sys
 
 import numpy as np
-import transformers
-import triton_python_backend_utils as pb_utils
+
+# A tokenizer needs no torch, yet transformers imports it wherever it is installed: seconds of CPU and hundreds of MB
+# in every instance of this stub. Hidden from transformers; given to a tokenizer whose own code imports it (_load).
+sys.modules.setdefault("torch", None)
+import transformers  # noqa: E402
+import triton_python_backend_utils as pb_utils  # noqa: E402
 
 TOKENIZER_CLASSES = {"auto": "AutoTokenizer", "llama": "LlamaTokenizer", "t5": "T5Tokenizer"}
 
@@ -28,13 +33,24 @@ def _param(config, key, default=None):
     return default if value is None or UNFILLED.fullmatch(value) else value  # "${name}": left unfilled
 
 
+def _load(tokenizer_class, *args, **kwargs):
+    """The tokenizer; one whose own code (trust_remote_code) imports torch gets it."""
+    try:
+        return tokenizer_class.from_pretrained(*args, **kwargs)
+    except ImportError:
+        if "torch" not in sys.modules or sys.modules["torch"] is not None:
+            raise
+        del sys.modules["torch"]
+        return tokenizer_class.from_pretrained(*args, **kwargs)
+
+
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         self.outputs = {t["name"] for t in config["output"]}
         self.skip_special = _param(config, "skip_special_tokens", "true").lower() in ("true", "1")
         tokenizer_class = getattr(transformers, TOKENIZER_CLASSES[_param(config, "tokenizer_type", "auto")])
-        self.tokenizer = tokenizer_class.from_pretrained(_param(config, "tokenizer_dir"), trust_remote_code=True)
+        self.tokenizer = _load(tokenizer_class, _param(config, "tokenizer_dir"), trust_remote_code=True)
 
     def _one(self, request):
         tokens = pb_utils.get_input_tensor_by_name(request, "TOKENS_BATCH").as_numpy()

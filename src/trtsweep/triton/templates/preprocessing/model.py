@@ -21,10 +21,15 @@ Parameters: tokenizer_dir, add_special_tokens, tokenizer_type (auto, llama, t5; 
 
 import json
 import re
+import sys
 
 import numpy as np
-import transformers
-import triton_python_backend_utils as pb_utils
+
+# A tokenizer needs no torch, yet transformers imports it wherever it is installed: seconds of CPU and hundreds of MB
+# in every instance of this stub. Hidden from transformers; given to a tokenizer whose own code imports it (_load).
+sys.modules.setdefault("torch", None)
+import transformers  # noqa: E402
+import triton_python_backend_utils as pb_utils  # noqa: E402
 
 TOKENIZER_CLASSES = {"auto": "AutoTokenizer", "llama": "LlamaTokenizer", "t5": "T5Tokenizer"}
 MULTIMODAL = ("IMAGE", "IMAGE_BYTES", "IMAGE_URL", "VIDEO_BYTES")
@@ -62,6 +67,17 @@ def _words_to_ids(tokenizer, words):
     return out
 
 
+def _load(tokenizer_class, *args, **kwargs):
+    """The tokenizer; one whose own code (trust_remote_code) imports torch gets it."""
+    try:
+        return tokenizer_class.from_pretrained(*args, **kwargs)
+    except ImportError:
+        if "torch" not in sys.modules or sys.modules["torch"] is not None:
+            raise
+        del sys.modules["torch"]
+        return tokenizer_class.from_pretrained(*args, **kwargs)
+
+
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
@@ -69,7 +85,7 @@ class TritonPythonModel:
         tokenizer_dir = _param(config, "tokenizer_dir")
         self.add_special_tokens = _param(config, "add_special_tokens", "false").lower() in ("true", "1")
         tokenizer_class = getattr(transformers, TOKENIZER_CLASSES[_param(config, "tokenizer_type", "auto")])
-        self.tokenizer = tokenizer_class.from_pretrained(tokenizer_dir, padding_side="left", trust_remote_code=True)
+        self.tokenizer = _load(tokenizer_class, tokenizer_dir, padding_side="left", trust_remote_code=True)
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.end_id = self.tokenizer.eos_token_id
