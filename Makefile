@@ -31,7 +31,7 @@ TEST_REPORTS ?=
 junit = $(if $(TEST_REPORTS),--junitxml=$(abspath $(TEST_REPORTS))/$(1).xml)
 test: install
 	$(PYTEST) tests/unit -n 2 --dist loadfile $(call junit,unit)
-	$(PYTEST) tests/integration tests/fleet -m "not quiet" -n $(TEST_WORKERS) --dist loadgroup \
+	$(PYTEST) tests/integration tests/fleet tests/container -m "not quiet" -n $(TEST_WORKERS) --dist loadgroup \
 		$(call junit,parallel)
 	$(PYTEST) tests/integration tests/fleet -m quiet -p no:xdist $(call junit,quiet)
 

@@ -79,11 +79,12 @@ def clean_copy(dest: Path) -> Path:
 
 
 def tree(root: Path) -> dict[str, tuple[int, int]]:
-    """Every file under `root` (the venv and results/ aside) with its size and modification time."""
+    """Every file under `root` (the venv, results/ and Python's bytecode caches aside) with its size and modification
+    time (`make install` compiles the checkout's Python into __pycache__, as any Python run may)."""
     out = {}
     for path in root.rglob("*"):
         rel = path.relative_to(root)
-        if rel.parts[0] in (".venv", "results") or not path.is_file():
+        if rel.parts[0] in (".venv", "results") or "__pycache__" in rel.parts or not path.is_file():
             continue
         stat = path.stat()
         out[str(rel)] = (stat.st_size, stat.st_mtime_ns)

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -38,20 +39,22 @@ GRACE = 5  # the supervisor's TERM -> KILL grace
 
 
 class Run:
-    """One `ansible-playbook sweep.yml` of one point, in its own session (so Ctrl-C can reach its group)."""
+    """One `ansible-playbook sweep.yml` of one point, in its own session (so Ctrl-C can reach its group); `extra`
+    and `env` add to (or override) its variables and environment, `ports` its three ports."""
 
-    def __init__(self, tmp_path: Path, log: str = "ansible.log") -> None:
+    def __init__(self, tmp_path: Path, log: str = "ansible.log", extra: dict[str, Any] | None = None,
+                 env: dict[str, str] | None = None, ports: list[int] | None = None) -> None:  # fmt: skip
         self.tmp = tmp_path
         self.log_path = tmp_path / log
-        self.ports = free_ports(3)
-        extra = {
+        self.ports = ports or free_ports(3)
+        variables = {
             "trtsweep_results_dir": str(tmp_path / "results"), "trtsweep_work_dir": str(tmp_path / "work"),
             "trtsweep_triton_http_port": self.ports[0], "trtsweep_triton_grpc_port": self.ports[1],
             "trtsweep_triton_metrics_port": self.ports[2], "trtsweep_only": POINT,
-            "trtsweep_server_lease_ttl": TTL, "trtsweep_sweep": SHORT,
+            "trtsweep_server_lease_ttl": TTL, "trtsweep_sweep": SHORT, **(extra or {}),
         }  # fmt: skip
-        (tmp_path / "extra.json").write_text(json.dumps(extra))
-        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        (tmp_path / "extra.json").write_text(json.dumps(variables))
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env or {})}
         self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in finish()
         self.proc = subprocess.Popen([str(Path(sys.executable).parent / "ansible-playbook"), "sweep.yml", "-e",
                                       f"@{tmp_path / 'extra.json'}"], cwd=ROOT, env=env, stdout=self.log,
@@ -61,13 +64,13 @@ class Run:
     def results(self) -> Path:
         return self.tmp / "results" / SWEEP
 
-    def wait_benchmark(self, after_s: float = 3.0) -> ServerState:
+    def wait_benchmark(self, after_s: float = 3.0, point: str = POINT) -> ServerState:
         """Wait until the point's benchmark runs (llm-perf started); return the server's state."""
         deadline = time.monotonic() + 600
         while True:
             assert self.proc.poll() is None, self.output()
             assert time.monotonic() < deadline, self.output()
-            states = list((self.tmp / "work").glob(f"{SWEEP}/{POINT}/runs/*/triton_server.json"))
+            states = list((self.tmp / "work").glob(f"{SWEEP}/{point}/runs/*/triton_server.json"))
             if states and benchmark_clients(self.tmp):
                 time.sleep(after_s)
                 return ServerState.load(states[0])
