@@ -224,7 +224,7 @@ def _stopped(module):
     running = server.is_running(state)
     if module.check_mode:
         module.exit_json(changed=running, pid=state.pid, msg="would stop" if running else "not running")
-    if running:
+    if running or state.container:  # a container outlives its killed docker CLI: removed by name
         run_or_fail(module, server.stop, state)
     state_file.unlink()
     module.exit_json(changed=running, pid=state.pid, msg="stopped" if running else "not running")

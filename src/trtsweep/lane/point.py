@@ -462,8 +462,10 @@ class PointRun(PointStages):
                 "executable": str(Path(python).parent / "trtllm-serve")
                               if Path(python).is_absolute() else "trtllm-serve",
             }  # fmt: skip
+        # trtllm-serve runs in the TensorRT-LLM release image (the host's image where the sweep names none: the hf
+        # backend's stand-in); Triton in the host's Triton image
         image = t.get("container_image")
-        if not self.openai:  # trtllm-serve runs in the TensorRT-LLM release image; Triton in the host's Triton image
+        if not self.openai or not image:
             image = s.get("trtsweep_triton_container_image") or image
         return {
             "model_repository": str(self.paths.point_dir / "triton_repo"), "runtime": s["trtsweep_triton_runtime"],
@@ -662,9 +664,7 @@ class PointRun(PointStages):
 
         if not self.state_file.exists():
             return
-        state = ServerState.load(self.state_file)
-        if server.is_running(state):
-            server.stop(state)
+        server.stop(ServerState.load(self.state_file))  # its container too, where the docker CLI is already gone
         self.state_file.unlink()
 
     def _pack(self) -> str | None:
