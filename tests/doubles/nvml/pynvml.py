@@ -3,8 +3,9 @@
 Put this folder first on PYTHONPATH. FAKE_GPU_COUNT GPUs (as the nvidia-smi double lists them). A GPU's compute
 processes are what the driver would report: every process on this machine whose environment gives it that GPU,
 through NVIDIA_VISIBLE_DEVICES (what docker's --gpus sets inside a container: the container's processes, as the host
-sees their pids) or CUDA_VISIBLE_DEVICES (a process started natively), when it runs a server (tritonserver, a
-python-backend stub, trtllm-serve or its stand-ins): read from /proc, so a process tree walked from the wrong root
+sees their pids) or CUDA_VISIBLE_DEVICES (a process started natively), when it IS a server (its program is
+tritonserver, a python-backend stub or trtllm-serve, or it runs python -m trtsweep.serve.hf_openai: not a launcher
+such as `docker run ... tritonserver` that names one): read from /proc, so a process tree walked from the wrong root
 misses them as it would on a GPU host. Telemetry reads return fixed plausible values.
 """
 
@@ -15,7 +16,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 NVML_CLOCK_SM = 1
-SERVERS = ("tritonserver", "triton_python_backend_stub", "trtllm-serve", "trtsweep.serve.hf_openai")
+SERVERS = ("tritonserver", "triton_python_backend_stub", "trtllm-serve")  # programs holding CUDA contexts
+MODULES = ("trtsweep.serve.hf_openai",)  # python -m <module> servers
 
 
 class NVMLError(Exception):
@@ -69,27 +71,35 @@ def nvmlDeviceGetName(handle: int) -> str:
     return "NVIDIA H100 80GB HBM3"
 
 
-def _given(pid: str) -> tuple[set[str], str]:
-    """(the GPU indices a process's environment gives it, its command line)."""
+def _given(pid: str) -> tuple[set[str], list[str]]:
+    """(the GPU indices a process's environment gives it, its argv)."""
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
-        return set(), ""
+        return set(), []
     found: set[str] = set()
     for entry in environ:
         name, _, value = entry.decode(errors="replace").partition("=")
         if name in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
             found |= {v.strip() for v in value.split(",") if v.strip()}
-    return found, cmdline
+    return found, argv
+
+
+def _is_server(argv: list[str]) -> bool:
+    if not argv:
+        return False
+    if Path(argv[0]).name in SERVERS:
+        return True
+    return any(argv[i] == "-m" and argv[i + 1] in MODULES for i in range(len(argv) - 1))
 
 
 def nvmlDeviceGetComputeRunningProcesses(handle: int) -> list[_Process]:
     out = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            given, cmdline = _given(entry.name)
-            if str(handle) in given and any(server in cmdline for server in SERVERS):
+            given, argv = _given(entry.name)
+            if str(handle) in given and _is_server(argv):
                 out.append(_Process(int(entry.name), 512 * 2**20))
     return out
 
