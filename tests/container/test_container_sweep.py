@@ -18,7 +18,7 @@ from tests.container.sweep_run import FLOAT32, INT8, container_run, status, swee
 from tests.integration.test_disagg_sweep import DISAGGREGATED
 from tests.integration.test_disagg_sweep import SWEEP as DISAGG_SWEEP
 from tests.integration.test_server_lifetime import GRACE, TTL
-from trtsweep.serve.container import hard_limit
+from trtsweep.common.container import hard_limit
 
 pytestmark = [pytest.mark.container, pytest.mark.e2e, pytest.mark.timeout(1200)]
 LONG = sweep_with(num_requests=64, max_tokens=64)  # a benchmark still running when the fault comes

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from trtsweep.common.container import container_name
 from trtsweep.errors import TrtsweepError
 from trtsweep.lane import journal
 from trtsweep.lane.spec import HostSpec, PointPaths
-from trtsweep.serve.container import container_name
 
 if TYPE_CHECKING:
     from trtsweep.serve.spec import ServerState

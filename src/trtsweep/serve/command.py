@@ -8,10 +8,10 @@ import re
 import sys
 from pathlib import Path
 
+from trtsweep.common.container import ulimit_args
 from trtsweep.common.mounts import container_volumes, repository_paths
 from trtsweep.errors import TrtsweepError
 from trtsweep.serve import openai_server
-from trtsweep.serve.container import ulimit_args
 from trtsweep.serve.local_runtime import LocalRuntime
 from trtsweep.serve.spec import RUNTIMES, SERVER_ID_PREFIX, ContainerSpec, ServerSpec
 

@@ -27,9 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from trtsweep.common import container
 from trtsweep.common.procs import alive, die_with_parent, start_ticks
 from trtsweep.errors import TrtsweepError
-from trtsweep.serve import container, openai_server, supervisor
+from trtsweep.serve import openai_server, supervisor
 from trtsweep.serve.command import build_command, server_environment
 from trtsweep.serve.identity import check_identity, served_hash
 from trtsweep.serve.logs import failure_cause, log_tail
@@ -105,7 +106,7 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
 
 
 def fit_limits(c: ContainerSpec) -> list[str]:
-    """The container's --ulimit values lowered to what this host allows (serve/container.py); one note per limit
+    """The container's --ulimit values lowered to what this host allows (common/container.py); one note per limit
     lowered."""
     fitted = container.fit_limits(c.docker, c.image, c.limits)
     c.limits = dict(fitted.limits)

@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trtsweep.common.container import LIMITS
 from trtsweep.common.fileio import atomic_write_text
 from trtsweep.errors import TrtsweepError
-from trtsweep.serve.container import LIMITS
 from trtsweep.serve.openai_server import OpenAIServe
 
 RUNTIMES = ("local", "native", "container")
@@ -25,7 +25,7 @@ class ContainerSpec:
     name: str
     docker: str = "docker"
     gpus: str = "all"
-    # --ulimit values (serve/container.py LIMITS; lowered to what the host allows by container.fit_limits)
+    # --ulimit values (common/container.py LIMITS; lowered to what the host allows by container.fit_limits)
     limits: dict[str, int] = field(default_factory=lambda: dict(LIMITS))
     mounts: list[str] = field(default_factory=list)  # host paths, mounted at the same path inside
 

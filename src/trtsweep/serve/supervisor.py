@@ -32,10 +32,10 @@ import sys
 import time
 from pathlib import Path
 
+from trtsweep.common.container import remove
 from trtsweep.common.fileio import atomic_write_text
 from trtsweep.common.lease import LeaseWatch
 from trtsweep.common.procs import die_with_parent, start_ticks
-from trtsweep.serve.container import remove
 
 ENV_VAR = "TRTSWEEP_SUPERVISED_ENV"
 POLL_S = 0.5

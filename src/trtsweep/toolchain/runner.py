@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trtsweep.common.container import fit_limits, remove, ulimit_args
 from trtsweep.common.mounts import container_volumes
 from trtsweep.common.procs import die_with_parent
 from trtsweep.errors import TrtsweepError
-from trtsweep.serve.container import fit_limits, remove, ulimit_args
 
 KINDS = ("native", "container")
 SECRET_ENV = ("HF_TOKEN",)
