@@ -33,11 +33,11 @@ junit = $(if $(TEST_REPORTS),--junitxml=$(abspath $(TEST_REPORTS))/$(1).xml)
 # them fight for the cores, OpenMP threads spinning: two concurrent generations took 97 s instead of 35 s).
 SHARED_CORES := OMP_NUM_THREADS=1
 test: install
-	$(SHARED_CORES) $(PYTEST) tests/unit -n 2 --dist loadfile $(call junit,unit)
+	$(SHARED_CORES) $(PYTEST) tests/unit -m "not quiet" -n 2 --dist loadfile $(call junit,unit)
 	$(SHARED_CORES) $(PYTEST) tests/integration tests/fleet tests/container -m "not quiet" -n $(TEST_WORKERS) \
 		--dist loadgroup \
 		$(call junit,parallel)
-	$(PYTEST) tests/integration tests/fleet -m quiet -p no:xdist $(call junit,quiet)
+	$(PYTEST) tests/unit tests/integration tests/fleet -m quiet -p no:xdist $(call junit,quiet)
 
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && PATH="$(abspath $(BIN)):$$PATH" $(BIN)/ansible-lint

@@ -20,6 +20,9 @@ from trtsweep.perf.search import EarlyStop, Search, SearchSpec, misses, sure_mis
 from trtsweep.perf.stats import percentile
 from trtsweep.serve.process import http_service
 
+# timing windows of tens of milliseconds against paced stand-in servers: run alone (`make test`'s quiet step)
+pytestmark = pytest.mark.quiet
+
 TTFT_LIMIT = {"ttft_p99_ms": 1000.0}
 
 
