@@ -25,6 +25,10 @@ from tests.scheduling import group_of  # noqa: E402 - the checkout's tests packa
 DURATIONS = ROOT / "tests" / "durations.json"  # read by tests/scheduling.py
 # what a slow test module starts (the reason it is slow)
 STARTS = {
+    "tests/container/test_bed.py": "the session's dockerd and the test image (built from mmdebstrap and wheels when "
+    "not cached: about 160 s, in the first test), tritonserver in a container",
+    "tests/container/test_container_sweep.py": "sweep.yml with the container runtime: the embedded sweep's 2 points, "
+    "2 points killed -9 (CLI, supervisor), one interrupted, a disaggregated point (4 containers)",
     "tests/integration/test_readme_commands.py": "`make sweep` as written (2 points, real Triton, demo model), its "
     "rerun and one point forced again; the browser",
     "tests/fleet/test_fleet_sweep.py": "the SSH bed (3 hosts: namespaces, sshd), its bootstrap, 2 sweeps of real "
