@@ -12,7 +12,9 @@ from trtsweep.serve.spec import ContainerSpec
 def launch_scripts(s: Serving, image: str, name: str, limits: dict[str, int] | None = None) -> dict[str, str]:
     """launch/native.sh and launch/container.sh (the model store mounted at paths.STORE; the --ulimit values the
     point's container ran with where its record has them, else NVIDIA's)."""
-    spec = ContainerSpec(image=image, name=name) if limits is None else ContainerSpec(image, name, limits=limits)
+    spec = ContainerSpec(image=image, name=name)
+    if limits is not None:
+        spec.limits = dict(limits)
     container = docker_run(spec, None, s.volumes, s.inner)
     bundle_dir = s.kind == "trtllm-serve"  # its LLM API options are read from the bundle
     before = [list(s.native_prepare)] if s.native_prepare else []

@@ -281,19 +281,25 @@ def stop(state: ServerState, grace_s: float = 15.0, wait_ports: bool = True) -> 
     Returns only once the process is gone and (with `wait_ports`) its ports can be bound again.
     """
     running = is_running(state)
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)) if running else ():
+    if running:  # never a signal to a pid that is no longer ours
+        _end_group(state, grace_s)
+    if state.container:
+        container.remove(*state.container)
+    if wait_ports and (running or state.container):
+        _wait_ports_free(state)
+    return running
+
+
+def _end_group(state: ServerState, grace_s: float) -> None:
+    """TERM the server's process group, KILL it after `grace_s`; returns once the process is gone."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(state.pid, sig)
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and is_running(state):
             time.sleep(0.1)
         if not is_running(state):
-            break
-    if state.container:
-        container.remove(*state.container)
-    if wait_ports and (running or state.container):
-        _wait_ports_free(state)
-    return running
+            return
 
 
 def _wait_ports_free(state: ServerState, timeout_s: float = 10.0) -> None:
