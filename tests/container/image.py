@@ -5,14 +5,14 @@ Two images:
 
 * the base, ``trtsweep-test/base:<digest>``: ``mmdebstrap --variant=minbase bookworm`` (python3, python3-venv,
   ca-certificates and libpython3.11, which the python backend's stub links against) from apt's own sources ->
-  ``docker import`` -> a ``docker build --network none`` that installs, into the venv ``/opt/trtsweep-venv``, wheels
-  fetched beforehand on the host with ``pip wheel --no-deps``: nvidia-pytriton, torch (the CPU build), transformers,
-  tokenizers, numpy, pyyaml and everything they need, each at the version the host's venv has. It lays out
-  ``/opt/tritonserver/bin/tritonserver`` and ``/opt/tritonserver/backends/python`` (the backend, its utils and the
-  3.11 stub from the wheel). Its digest covers the recipe, those versions and the dockerd version. It is built in a
-  daemon of its own whose data root, once that daemon has stopped, is kept in ``~/.cache/trtsweep-tests/data-<digest>``;
-  each session's daemon starts from a copy of it whose layers are hard links (a second, where ``docker load`` of
-  the same image takes 35-50 s here).
+  ``docker import`` -> a container of it (no network, the wheels bind-mounted) that installs, into the venv
+  ``/opt/trtsweep-venv``, wheels fetched beforehand on the host with ``pip wheel --no-deps``: nvidia-pytriton, torch
+  (the CPU build), transformers, tokenizers, numpy, pyyaml and everything they need, each at the version the host's
+  venv has, and lays out ``/opt/tritonserver/bin/tritonserver`` and ``/opt/tritonserver/backends/python`` (the
+  backend, its utils and the 3.11 stub from the wheel) -> ``docker commit``. Its digest covers the recipe, those
+  versions and the dockerd version. It is built in a daemon of its own whose data root, once that daemon has stopped,
+  is kept in ``~/.cache/trtsweep-tests/data-<digest>``; each session's daemon starts from a copy of it whose layers
+  are hard links (a second, where ``docker load`` of the same image takes 35-50 s here).
 * the image the tests run, ``trtsweep-test/triton:<digest>-<build id>``: the base plus the trtsweep wheel built from
   the checkout (the project's own builder, reused per build id), built in each session in a few seconds.
 """
@@ -55,24 +55,21 @@ CLEAN_HOOK = (
     ' "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*'
 )
 PYTRITON = f"{SITE}/pytriton/tritonserver"
-# Two stages: the wheels are copied into the first only, so no layer of the image carries them.
-BASE_CONTAINERFILE = f"""\
-FROM {{rootfs}} AS install
-COPY wheels /tmp/wheels
-RUN python3 -m venv {VENV} \\
- && {VENV}/bin/pip install --no-index --no-cache-dir --find-links /tmp/wheels -r /tmp/wheels/requirements.txt \\
- && mkdir -p {TRITON}/bin {TRITON}/backends/python \\
- && ln -s {PYTRITON}/bin/tritonserver {TRITON}/bin/tritonserver \\
- && ln -s {PYTRITON}/backends/python/libtriton_python.so {TRITON}/backends/python/libtriton_python.so \\
- && ln -s {PYTRITON}/backends/python/triton_python_backend_utils.py \\
-          {TRITON}/backends/python/triton_python_backend_utils.py \\
- && ln -s {PYTRITON}/python_backend_stubs/{PYTHON_VERSION}/triton_python_backend_stub \\
-          {TRITON}/backends/python/triton_python_backend_stub
-
-FROM {{rootfs}}
-COPY --from=install /opt /opt
-ENV PATH={PATH} LD_LIBRARY_PATH={LD_LIBRARY_PATH}
+# Run in a container of the root filesystem with the wheels bind-mounted read-only, then committed: no build context
+# to send, no layer that carries the wheels, no second stage copying the venv (a classic two-stage `docker build`
+# copied its 1.5 GB three more times: 106 s and most of its CPU).
+INSTALL = f"""\
+set -e
+python3 -m venv {VENV}
+{VENV}/bin/pip install --no-index --no-cache-dir --find-links /tmp/wheels -r /tmp/wheels/requirements.txt
+mkdir -p {TRITON}/bin {TRITON}/backends/python
+ln -s {PYTRITON}/bin/tritonserver {TRITON}/bin/tritonserver
+ln -s {PYTRITON}/backends/python/libtriton_python.so {TRITON}/backends/python/libtriton_python.so
+ln -s {PYTRITON}/backends/python/triton_python_backend_utils.py {TRITON}/backends/python/triton_python_backend_utils.py
+ln -s {PYTRITON}/python_backend_stubs/{PYTHON_VERSION}/triton_python_backend_stub \\
+      {TRITON}/backends/python/triton_python_backend_stub
 """
+BASE_ENV = (f"PATH={PATH}", f"LD_LIBRARY_PATH={LD_LIBRARY_PATH}")
 TRTSWEEP_CONTAINERFILE = f"""\
 FROM {{base}}
 COPY {{wheel}} /tmp/{{wheel}}
@@ -169,7 +166,7 @@ def base_digest(versions: dict[str, str], daemon: str) -> str:
     (`dockerd --version`) that writes it."""
     recipe = {
         "version": RECIPE_VERSION, "suite": SUITE, "debian": DEBIAN_PACKAGES, "hook": CLEAN_HOOK,
-        "containerfile": BASE_CONTAINERFILE, "pins": versions, "daemon": daemon,
+        "install": INSTALL, "env": BASE_ENV, "pins": versions, "daemon": daemon,
     }  # fmt: skip
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -257,12 +254,11 @@ def build_base(bed: Dockerd, tag: str, versions: dict[str, str], work: Path) -> 
     work.mkdir(parents=True)
     try:
         rootfs_tag = tag.replace("/base:", "/rootfs:")
-        context = work / "context"  # the wheels and the Containerfile only: the build sends all of it to dockerd
         steps = (
             ("mmdebstrap", lambda: build_rootfs(work / "rootfs.tar", work)),
-            ("pip wheel", lambda: fetch_wheels(versions, context / "wheels")),
+            ("pip wheel", lambda: fetch_wheels(versions, work / "wheels")),
             ("docker import", lambda: bed.docker("import", str(work / "rootfs.tar"), rootfs_tag, timeout=600)),
-            ("docker build", lambda: docker_build(bed, tag, BASE_CONTAINERFILE.format(rootfs=rootfs_tag), context)),
+            ("install and commit", lambda: install_and_commit(bed, rootfs_tag, tag, work / "wheels")),
         )
         for name, step in steps:
             began = time.monotonic()
@@ -292,7 +288,20 @@ def fetch_wheels(versions: dict[str, str], dest: Path) -> None:
     reqs = [f"{name}=={version}" for name, version in versions.items()]
     (dest / "requirements.txt").write_text("\n".join(reqs) + "\n")
     argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(dest), *reqs]
-    _run(argv, "pip wheel", dest.parent.parent / "pip-wheel.log", timeout=900)
+    _run(argv, "pip wheel", dest.parent / "pip-wheel.log", timeout=900)
+
+
+def install_and_commit(bed: Dockerd, rootfs: str, tag: str, wheels: Path) -> None:
+    """INSTALL in a container of `rootfs` (no network, the wheels read-only), committed as `tag` with BASE_ENV."""
+    name = f"trtsweep-base-build-{tag.rsplit(':', 1)[1]}"
+    run = bed.argv("run", "--name", name, "--network", "none", "-v", f"{wheels}:/tmp/wheels:ro", rootfs, "sh", "-c",
+                   INSTALL)  # fmt: skip
+    try:
+        _run(run, "the base's install", wheels.with_suffix(".log"), env=bed.env(), timeout=900)
+        changes = [arg for env in BASE_ENV for arg in ("--change", f"ENV {env}")]
+        bed.docker("commit", *changes, name, tag, timeout=600)
+    finally:
+        bed.docker("rm", "-f", name, check=False, timeout=120)
 
 
 def docker_build(bed: Dockerd, tag: str, containerfile: str, context: Path) -> None:

@@ -26,7 +26,6 @@ import yaml
 
 from tests.conftest import ROOT
 from tests.integration.report_browser import check_report_page
-from trtsweep.common.paths import cache_dir
 
 # every command the README shows -> how it is checked here ("run": this file runs it as written; else why not)
 COMMANDS = {
@@ -141,7 +140,7 @@ def run_ids(results: Path, points: list[str]) -> dict[str, str]:
 
 
 @pytest.mark.e2e
-@pytest.mark.timeout(2400)  # the embedded sweep, its resume, and one point forced again, on 2 CPU cores
+@pytest.mark.timeout(2400)  # the embedded sweep and its resume on 2 CPU cores
 def test_make_sweep_as_written_on_a_clean_copy_measures_every_point_into_results(tmp_path):
     """The README's first command end to end: the embedded sweep's answer, records, report page and resume (this is
     the suite's one full run of the embedded sweep)."""
@@ -180,15 +179,3 @@ def test_make_sweep_as_written_on_a_clean_copy_measures_every_point_into_results
     assert "kept (complete from an earlier run with the same settings)" in resumed.stdout
     assert run_ids(results, [fp32, int8]) == first
 
-    # one point forced: it runs again on what the first run made (the repository as it is), the other is left alone;
-    # the cheaper point (int8) is the one measured again
-    repository = cache_dir() / "work" / name / int8 / "triton_repo"  # the default work directory
-    made = {f: f.stat().st_mtime_ns for f in repository.rglob("*") if f.is_file()}
-    assert made, repository
-    forced = run(["ansible-playbook", "sweep.yml", "-e", "trtsweep_force=true", "-e", f"trtsweep_only={int8}"],
-                 checkout, 1200)  # fmt: skip
-    assert forced.returncode == 0, (forced.stdout + forced.stderr)[-4000:]
-    again = run_ids(results, [fp32, int8])
-    assert again[fp32] == first[fp32] and again[int8] != first[int8]
-    point_files(results, int8)
-    assert {f: f.stat().st_mtime_ns for f in repository.rglob("*") if f.is_file()} == made, "repository rewritten"

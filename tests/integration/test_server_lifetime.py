@@ -208,6 +208,7 @@ def test_a_killed_supervisor_takes_its_server_stubs_and_benchmark_with_it(run):
 @pytest.mark.e2e
 @pytest.mark.timeout(900)
 def test_a_second_run_of_the_sweep_is_refused_and_the_first_measures_on(run):
+    """A second run refused while the first measures; once it has ended, `trtsweep_force` measures the point again."""
     state = run.wait_benchmark()
     second = Run(run.tmp, log="second.log")
     assert second.finish(timeout_s=120) != 0
@@ -222,6 +223,16 @@ def test_a_second_run_of_the_sweep_is_refused_and_the_first_measures_on(run):
     status = json.loads((run.results / POINT / "status.json").read_text())
     assert (status["status"], status["run_id"]) == ("ok", lock["run_id"]), status
     assert not (run.results / ".run.lock").exists()  # released at the end of the run
+
+    # forced: the point runs again on what the first run made (its repository as it is), under a new run id
+    repository = run.tmp / "work" / SWEEP / POINT / "triton_repo"
+    made = {f: f.stat().st_mtime_ns for f in repository.rglob("*") if f.is_file()}
+    assert made, repository
+    forced = Run(run.tmp, log="forced.log", ports=run.ports, extra={"trtsweep_force": True})
+    assert forced.finish() == 0, forced.output()[-3000:]
+    again = json.loads((run.results / POINT / "status.json").read_text())
+    assert again["status"] == "ok" and again["run_id"] != lock["run_id"], again
+    assert {f: f.stat().st_mtime_ns for f in repository.rglob("*") if f.is_file()} == made, "repository rewritten"
 
 
 @pytest.mark.e2e
