@@ -24,6 +24,9 @@ DURATIONS = Path(__file__).with_name("durations.json")
 GROUPS = {
     "tests/fleet/test_fleet_sweep.py": "fleet-bed",  # the session's SSH bed, bootstrapped once
     "tests/fleet/test_search_outage.py": "fleet-bed",
+    # the checkout's default ports (8000-8002): the README's `make sweep` and the handoff bundle the container tests
+    # launch serve there, one at a time
+    "tests/integration/test_readme_commands.py": "container-bed",
 }
 
 

@@ -1,18 +1,25 @@
 """The container runtime for real: the embedded sweep's points served by the real tritonserver in the test image on
 the test's dockerd, the GPU check answered from the container's own processes, and no container left after any
-fault (the docker CLI or the supervisor killed -9, the run interrupted)."""
+fault (the docker CLI or the supervisor killed -9, the run interrupted); the best point's handoff bundle launched
+with its own launch/container.sh on the same image, answering its smoke test."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.conftest import free_block
+from tests.conftest import ROOT, free_block
 from tests.container.dockerd import Dockerd
 from tests.container.sweep_run import FLOAT32, INT8, container_run, status, sweep_with
 from tests.integration.test_disagg_sweep import DISAGGREGATED
@@ -57,6 +64,62 @@ def test_the_embedded_sweeps_points_are_served_in_containers_on_their_gpu_none_l
             assert made["notes"] and made["notes"][0].startswith("memlock: this host refuses unlimited")
             assert f"trtsweep: {made['notes'][0]}" in (run.results / point / "triton_server.log").read_text()
     assert dockerd.container_names() == []
+    launched_from_its_bundle(run, dockerd, container_image.name, tmp_path)
+
+
+def launched_from_its_bundle(run, dockerd: Dockerd, image: str, tmp_path: Path) -> None:
+    """`trtsweep handoff` of the run's best point, its model store made as the bundle's README says, then
+    launch/container.sh as written: the server answers the bundle's smoke test; `docker stop` ends it, nothing left."""
+    bundle = tmp_path / "bundle"
+    made = subprocess.run([sys.executable, "-m", "trtsweep.cli", "handoff", str(run.results), "--out", str(bundle),
+                           "--image", image, "--base-dir", str(ROOT)], capture_output=True, text=True)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    manifest = json.loads((bundle / "bundle.json").read_text())
+    # the bundle's own ports: the README test's `make sweep` uses them too (tests/scheduling.py: one worker runs both)
+    assert manifest["ports"] == {"http": 8000, "grpc": 8001, "metrics": 8002}
+    store = model_store(bundle, manifest, tmp_path / "store")
+    env = {**dockerd.env(), "PATH": os.environ["PATH"], "TRTSWEEP_MODEL_STORE": str(store)}
+    with open(tmp_path / "launch.log", "wb") as log:
+        launched = subprocess.Popen(["sh", str(bundle / "launch" / "container.sh")], env=env, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    try:
+        ready = f"http://127.0.0.1:{manifest['ports']['http']}/v2/health/ready"
+        wait_until(lambda: launched.poll() is not None or answers(ready), 300, "the bundle's server ready")
+        assert launched.poll() is None, (tmp_path / "launch.log").read_text()[-3000:]
+        assert dockerd.container_names() == [manifest["name"]]
+        tokenizer = str(store / "engine")
+        smoke = [arg.replace("/@TRTSWEEP_HOST@", "127.0.0.1").replace("/@TRTSWEEP_TOKENIZER_DIR@", tokenizer)
+                 for arg in manifest["smoke_command"]]  # fmt: skip
+        done = subprocess.run([str(Path(sys.executable).parent / smoke[0]), *smoke[1:]], cwd=bundle,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0 and "concurrency 1: 4/4 ok" in done.stderr, done.stdout + done.stderr
+        assert "PyTorch" not in done.stderr, done.stderr  # no advice about the torch it has no need of
+        dockerd.docker("stop", manifest["name"], timeout=60)
+        assert launched.wait(timeout=60) == 0
+        assert dockerd.container_names() == []  # --rm
+    finally:
+        if manifest["name"] in dockerd.container_names():
+            dockerd.docker("rm", "-f", manifest["name"])
+        launched.kill()
+        launched.wait()
+
+
+def model_store(bundle: Path, manifest: dict[str, Any], store: Path) -> Path:
+    """The bundle's model store: its repository rendered for the store's paths in the container, the weights and
+    tokenizer (the hf backend's are one checkpoint: engine/) copied in (links would point out of the mount)."""
+    store.mkdir()
+    subprocess.run([sys.executable, str(bundle / "render_repository.py"), str(bundle / "model_repository"),
+                    str(store / "triton_repo"), "TRTSWEEP_ENGINE_DIR=/models/engine"], check=True)  # fmt: skip
+    shutil.copytree(manifest["variables"]["TRTSWEEP_ENGINE_DIR"], store / "engine")  # symlinks followed
+    return store
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
 
 
 @pytest.mark.parametrize("victim", [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -555,8 +556,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> int:
     """The llm-perf command, a process of its own: torch hidden from transformers first (it imports torch wherever
-    it is installed; a tokenizer's chat template and made-up prompts need none of it: seconds of CPU a benchmark)."""
+    it is installed; a tokenizer's chat template and made-up prompts need none of it: seconds of CPU a benchmark),
+    and its advice that PyTorch was not found with it."""
     sys.modules.setdefault("torch", None)
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     return main()
 
 

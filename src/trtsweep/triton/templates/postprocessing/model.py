@@ -11,6 +11,7 @@ Parameters: tokenizer_dir, skip_special_tokens, tokenizer_type (auto, llama, t5;
 """
 
 import json
+import os
 import re
 import sys
 
@@ -18,7 +19,9 @@ import numpy as np
 
 # A tokenizer needs no torch, yet transformers imports it wherever it is installed: seconds of CPU and hundreds of MB
 # in every instance of this stub. Hidden from transformers; given to a tokenizer whose own code imports it (_load).
+# Its advice that PyTorch was not found is not for the server's log.
 sys.modules.setdefault("torch", None)
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 import transformers  # noqa: E402
 import triton_python_backend_utils as pb_utils  # noqa: E402
 
