@@ -178,4 +178,3 @@ def test_make_sweep_as_written_on_a_clean_copy_measures_every_point_into_results
     assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-4000:]
     assert "kept (complete from an earlier run with the same settings)" in resumed.stdout
     assert run_ids(results, [fp32, int8]) == first
-
