@@ -15,8 +15,10 @@ and removal by name.
 
 from __future__ import annotations
 
+import os
 import re
 import resource
+import secrets
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -59,8 +61,10 @@ def fit_limits(docker: str, image: str, wanted: Mapping[str, int] = LIMITS) -> F
 
 
 def _probe(docker: str, image: str, limits: Mapping[str, int]) -> str | None:
-    """None when a container of the (local) image starts with `limits`, else docker's last line."""
-    argv = [docker, "run", "--rm", "--pull", "never", "--network", "none", *ulimit_args(limits),
+    """None when a container of the (local) image starts with `limits`, else docker's line saying why. The throwaway
+    container is named (trtsweep-limits-<pid>-<random>): `docker ps` traces it too."""
+    name = f"trtsweep-limits-{os.getpid()}-{secrets.token_hex(3)}"
+    argv = [docker, "run", "--rm", "--name", name, "--pull", "never", "--network", "none", *ulimit_args(limits),
             "--entrypoint", "true", image]  # fmt: skip
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
@@ -69,7 +73,8 @@ def _probe(docker: str, image: str, limits: Mapping[str, int]) -> str | None:
     if out.returncode == 0:
         return None
     lines = [line.strip() for line in out.stderr.splitlines() if line.strip()]
-    return lines[-1] if lines else f"exit status {out.returncode}"
+    # the line that names a limit (docker may add a hint after it), else the last
+    return next((line for line in lines if "rlimit" in line), lines[-1] if lines else f"exit status {out.returncode}")
 
 
 def hard_limit(name: str) -> int:
