@@ -133,3 +133,29 @@ def test_cpu_points_go_to_gpu_less_hosts_too_and_get_no_gpus():
 def test_empty_fleet_is_refused():
     with pytest.raises(TrtsweepError, match="trtsweep_hosts is empty"):
         place(expand(sweep()), [])
+
+
+def test_an_exclusive_lane_gives_each_point_the_gpus_its_layout_needs_not_the_whole_host():
+    """Exclusive means nothing else on the host, not every GPU to every server: a tp1 point's server sees GPU 0 alone
+    (the lane's check compares the server's GPUs with these), a tp2 point GPUs 0 and 1; the lane keeps all eight."""
+    from trtsweep.fleet import runplan
+
+    points = expand(sweep(precisions=["fp8"], max_batch_sizes=[8], parallelism=[{"tp": 1, "pp": 1}, {"tp": 2, "pp": 1},
+                                                                                {"tp": 2, "pp": 2}]))  # fmt: skip
+    plan = place(points, [host("a", 8)])
+    assert [ln["gpus"] for ln in plan["lanes"]] == [list(range(8))]
+    own = {p["tp"] * p["pp"]: (p["gpus"], p["visible_devices"]) for p in plan["points"]}
+    assert own == {1: ([0], "0"), 2: ([0, 1], "0,1"), 4: ([0, 1, 2, 3], "0,1,2,3")}
+    text = runplan.plan_text({**plan, "kept": [], "collect": [], "left_out": [], "unplaced": []})
+    rows = {line.split()[-1]: line.split()[2] for line in text.splitlines()[1:]}
+    assert sorted(rows.values()) == ["0", "0,1", "0,1,2,3"]  # the plan shows each point's own GPUs
+
+
+def test_a_point_moved_to_its_earlier_hosts_wider_lane_keeps_its_own_gpu_count():
+    from trtsweep.fleet import runplan
+
+    plan = place(expand(sweep(max_batch_sizes=[8])), [host("a", 1), host("b", 8)])
+    assert sorted(ln["host"] for ln in plan["lanes"]) == ["a", "b"]  # a point on each
+    point = next(p for p in plan["points"] if p["host"] == "a")  # an earlier run ran it on b
+    assert runplan.on_earlier_hosts(plan, [{"point": point["id"], "run_id": "r", "host": "b"}])
+    assert (point["host"], point["gpus"], point["visible_devices"]) == ("b", [0], "0")

@@ -9,6 +9,11 @@ a fixed Triton port block. A host runs its lanes side by side; the points of a l
 * `pack`: a host's usable GPUs are cut into lanes as wide as the largest point placed there, so an
   8-GPU host runs eight 1-GPU points at once (`CUDA_VISIBLE_DEVICES` per lane, ports base + k * stride).
 
+A point is given the first GPUs of its lane that its layout needs (`resources.gpus`: tp x pp, or its disaggregated
+workers' sum), never the whole lane: in an exclusive lane of eight GPUs a tp1 point's server sees GPU 0 alone
+(nothing else runs on the host meanwhile), and the lane's check that the server holds exactly its GPUs compares
+with those.
+
 Hosts are chosen longest-processing-time first: groups of points that share a checkpoint (same model,
 revision, precision, TP/PP) go, heaviest first, to the host that finishes them earliest; a group heavier
 than an even share of the work is cut into pieces of at most that share, so sharing never unbalances the
@@ -231,6 +236,14 @@ def _lanes(host: Host, points: list[dict[str, Any]], mode: str) -> list[Lane]:
     return [ln for ln in lanes if ln.points]
 
 
+def own_gpus(lane_gpus: list[int], point: dict[str, Any]) -> list[int]:
+    """The GPUs of its lane a point's servers get: the first `resources.gpus` of them (all, where it does not say)."""
+    needs = (point.get("resources") or {}).get("gpus")
+    if isinstance(needs, int) and not isinstance(needs, bool) and needs >= 0:
+        return list(lane_gpus[:needs])
+    return list(lane_gpus)
+
+
 def _strictest(points: list[dict[str, Any]]) -> dict[str, Any]:
     """The tightest GPU type / memory among points placed together (lanes are cut from GPUs fitting all)."""
     types = {p["resources"].get("gpu_type") for p in points} - {None}
@@ -241,7 +254,8 @@ def _strictest(points: list[dict[str, Any]]) -> dict[str, Any]:
 def place(points: list[dict[str, Any]], hosts: list[Host], mode: str = "exclusive") -> dict[str, Any]:
     """Place `points` on `hosts`; returns {points: [point + placement], lanes: [lane dicts]}.
 
-    Each placed point gains: host, lane (inventory name), gpus (indices), visible_devices ("0,1" or ""),
+    Each placed point gains: host, lane (inventory name), gpus (the indices of its own GPUs: the first its layout
+    needs of its lane's), visible_devices ("0,1" or ""),
     ports {http, grpc, metrics, and worker0.. on a lane with a disaggregated point}, order (position in its lane),
     colocated (other lanes on its host).
     """
@@ -267,8 +281,8 @@ def place(points: list[dict[str, Any]], hosts: list[Host], mode: str = "exclusiv
                     **by_id[point_id],
                     "host": lane.host,
                     "lane": lane.name,
-                    "gpus": lane.gpus,
-                    "visible_devices": ",".join(str(i) for i in lane.gpus),
+                    "gpus": own_gpus(lane.gpus, by_id[point_id]),
+                    "visible_devices": ",".join(str(i) for i in own_gpus(lane.gpus, by_id[point_id])),
                     "ports": dict(lane.ports),
                     "order": order,
                     "colocated": lanes_per_host[lane.host] > 1,

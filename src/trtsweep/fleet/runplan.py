@@ -206,7 +206,8 @@ def earlier_runs(points: list[dict[str, Any]], results_dir: Path) -> list[dict[s
 
 def on_earlier_hosts(placed: dict[str, Any], earlier: list[dict[str, str]]) -> list[dict[str, str]]:
     """Move each point of `earlier` that was placed elsewhere into a lane of the host that ran it (one with as many
-    GPUs: should that run not have ended it, it runs there); returns the entries whose point is on that host now."""
+    GPUs as it takes: should that run not have ended it, it runs there); returns the entries whose point is on that
+    host now."""
     lanes_of: dict[str, list[dict[str, Any]]] = {}
     for lane in placed["lanes"]:
         lanes_of.setdefault(lane["host"], []).append(lane)
@@ -215,7 +216,8 @@ def on_earlier_hosts(placed: dict[str, Any], earlier: list[dict[str, str]]) -> l
     for entry in earlier:
         point = points[entry["point"]]
         if point["host"] != entry["host"]:
-            target = next((ln for ln in lanes_of.get(entry["host"], []) if len(ln["gpus"]) == len(point["gpus"])), None)
+            needs = len(point["gpus"])
+            target = next((ln for ln in lanes_of.get(entry["host"], []) if len(ln["gpus"]) >= needs), None)
             if target is None:
                 continue
             source = next(ln for ln in placed["lanes"] if ln["name"] == point["lane"])
@@ -223,8 +225,9 @@ def on_earlier_hosts(placed: dict[str, Any], earlier: list[dict[str, str]]) -> l
             source["load"] -= point["weight"]
             target["points"].insert(0, point["id"])
             target["load"] += point["weight"]
-            point.update(host=target["host"], lane=target["name"], gpus=target["gpus"], ports=dict(target["ports"]),
-                         visible_devices=",".join(str(i) for i in target["gpus"]),
+            gpus = placement.own_gpus(target["gpus"], point)
+            point.update(host=target["host"], lane=target["name"], gpus=gpus, ports=dict(target["ports"]),
+                         visible_devices=",".join(str(i) for i in gpus),
                          colocated=len(lanes_of[target["host"]]) > 1)  # fmt: skip
         kept.append(entry)
     placed["lanes"] = [lane for lane in placed["lanes"] if lane["points"]]
@@ -244,13 +247,15 @@ def prompt_records(grid: list[dict[str, Any]], base_dir: Path) -> int:
 
 
 def plan_text(plan: dict[str, Any]) -> str:
-    """The placement as a table: host, lane, GPUs, ports, order, point."""
+    """The placement as a table: host, lane, the point's own GPUs, ports, order, point."""
     rows = [("host", "lane", "gpus", "ports (http/grpc/metrics)", "#", "point")]
+    own = {p["id"]: p.get("gpus") for p in plan.get("points", [])}
     for lane in plan["lanes"]:
         ports = "/".join(str(lane["ports"][r]) for r in placement.PORT_ROLES)
-        gpus = ",".join(str(g) for g in lane["gpus"]) or "cpu"
         for order, point_id in enumerate(lane["points"]):
-            rows.append((lane["host"], str(lane["index"]), gpus, ports, str(order), point_id))
+            gpus = own.get(point_id, lane["gpus"])
+            gpus_text = ",".join(str(g) for g in (lane["gpus"] if gpus is None else gpus)) or "cpu"
+            rows.append((lane["host"], str(lane["index"]), gpus_text, ports, str(order), point_id))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     for name, outcome in plan.get("prompt_checks", {}).items():
