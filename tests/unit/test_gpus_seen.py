@@ -90,3 +90,36 @@ def test_without_nvml_there_is_nothing_to_check():
             raise RuntimeError("NVML Shared Library Not Found")
 
     assert gpus_seen.seen(100, nvml=NoDriver({})) is None
+
+
+class EightGpus(FakeNvml):
+    """An 8-GPU H100 host."""
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 8
+
+    def nvmlDeviceGetUUID(self, handle: int) -> str:
+        return f"GPU-{handle}1e2f3a4-0000-0000-0000-00000000000{handle}"
+
+
+def test_a_tp1_server_on_an_exclusive_8_gpu_host_holds_exactly_the_gpu_its_point_was_given():
+    """The default placement (exclusive: one lane of all eight GPUs) gives a tp1 point GPU 0 alone; NVML's answer for
+    its server (one compute process on GPU 0, as a tp1 trtllm-serve holds) passes the lane's check. It failed when
+    every point of the lane was given all eight."""
+    from trtsweep.fleet.placement import host_from_facts, place
+    from trtsweep.sweep.planning import expand
+
+    sweep = {"name": "s", "backend": "tensorrtllm", "flow": "pytorch", "servers": ["trtllm-serve"],
+             "trtllm": {"version": "1.2.0", "family": "qwen"},
+             "models": [{"repo_id": "Qwen/Qwen2.5-7B-Instruct", "name": "q"}],
+             "precisions": ["bf16"], "parallelism": [{"tp": 1, "pp": 1}], "max_batch_sizes": [8],
+             "lengths": [{"input": 512, "output": 64}], "streaming": [True],
+             "benchmark": {"input_data": "data/prompts.jsonl"}}  # fmt: skip
+    h100 = {"name": "NVIDIA H100 80GB HBM3", "memory_mb": 81559, "used_mb": 0}
+    host = host_from_facts("gpu1", {"gpus": [{"index": i, **h100} for i in range(8)], "busy_gpus": []})
+    point = place(expand(sweep), [host])["points"][0]
+    assert point["gpus"] == [0]
+    nvml = EightGpus({0: [Proc(101, 70 * 2**30)]})  # recorded: a tp1 server's one process on GPU 0
+    found = gpus_seen.seen(100, nvml=nvml, pids=lambda root: {root, 101})
+    assert gpus_seen.mismatch(point["gpus"], found) is None
+    assert "it was given GPU(s) 0, 1, 2, 3, 4, 5, 6, 7" in gpus_seen.mismatch(range(8), found)  # the old giving
