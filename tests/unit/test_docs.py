@@ -39,3 +39,28 @@ def test_the_first_screen_gives_the_two_set_up_commands_and_the_fleet_command():
     commands = re.findall(r"^make (\w+)", first, flags=re.M)
     assert commands == ["sweep", "test"], commands
     assert "ansible-playbook sweep.yml -i inventory/gpu_hosts.yml -e @sweeps/qwen2_7b.yml" in first
+
+
+# a comment's pointer into the docs: (README, "Section") or (docs/page.md, "a heading or phrase of it")
+POINTER = re.compile(r'\((README|[\w/.-]+\.md), "([^"]+)"\)')
+
+
+def test_every_pointer_from_a_config_comment_into_the_docs_finds_its_text():
+    """ansible.cfg, the group_vars and the roles' defaults point at a page and a phrase of it; both must be there
+    (ansible.cfg once sent readers to a README section that did not exist)."""
+    configs = [
+        ROOT / "ansible.cfg",
+        *sorted(ROOT.glob("group_vars/**/*.yml")),
+        *sorted(ROOT.glob("roles/*/defaults/*.yml")),
+    ]
+    found = []
+    for config in configs:
+        text = " ".join(line.lstrip("# ").strip() for line in config.read_text().splitlines() if "#" in line)
+        for page, phrase in POINTER.findall(text):
+            found.append((config.name, page))
+            target = ROOT / ("README.md" if page == "README" else page)
+            assert target.is_file(), f"{config}: points at {page}, which does not exist"
+            assert " ".join(phrase.split()) in " ".join(target.read_text().split()), (
+                f"{config}: {page} has no {phrase!r}"
+            )
+    assert ("ansible.cfg", "docs/trust.md") in found
