@@ -191,6 +191,17 @@ def test_a_report_with_nothing_to_read_is_one_line(tmp_path):
         writer.write(tmp_path)
 
 
+def test_a_report_of_the_results_folders_parent_names_the_sweeps_inside(tmp_path):
+    for sweep in ("qwen", "smol"):
+        (tmp_path / sweep / "p").mkdir(parents=True)
+        (tmp_path / sweep / "p" / "status.json").write_text(json.dumps({"point": "p", "status": "ok"}))
+    (tmp_path / "notes").mkdir()
+    with pytest.raises(TrtsweepError) as caught:
+        writer.write(tmp_path)
+    assert str(caught.value) == (f"{tmp_path} holds the results of 2 sweep(s), not one: report one of them "
+                                 f"({tmp_path / 'qwen'}, {tmp_path / 'smol'})")  # fmt: skip
+
+
 def test_errors_and_abandoned_requests_are_counted_by_class(tmp_path):
     point = tmp_path / "p"
     point.mkdir()

@@ -158,12 +158,25 @@ def write(results_dir: Path, slo: dict[str, Any] | None = None) -> Report:
     return report
 
 
+def sweeps_below(folder: Path) -> list[str]:
+    """The names of the sweeps' results folders in `folder` (a plan, or a point's record, inside)."""
+    if not folder.is_dir():
+        return []
+    found = [d for d in folder.iterdir() if d.is_dir()]
+    return sorted(d.name for d in found if (d / "plan.json").is_file() or any(d.glob(f"*/{status.STATUS_FILE}")))
+
+
 def _write(results_dir: Path, slo: dict[str, Any] | None) -> Report:
     from trtsweep.report import page  # matplotlib: only when a page is drawn
 
     rows = collect(results_dir)
     records = statuses(results_dir)
     if not rows and not records:
+        inside = sweeps_below(results_dir)
+        if inside:  # the results folder's parent (results/, not results/<sweep>)
+            names = ", ".join(str(results_dir / name) for name in inside)
+            raise TrtsweepError(f"{results_dir} holds the results of {len(inside)} sweep(s), not one: report one of "
+                                f"them ({names})")  # fmt: skip
         raise TrtsweepError(f"{results_dir}: no {SUMMARY_FILE} or {status.STATUS_FILE} found; nothing was measured")
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=["point", *PLACEMENT_COLUMNS, *(c for c, _ in CSV_COLUMNS)])
