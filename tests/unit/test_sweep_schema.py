@@ -130,3 +130,12 @@ def test_the_benchmark_defaults_the_planner_fills_in_are_the_models():
         "chat_template": False, "seed": 0, "extra_inputs": {}, "request_timeout": 600, "stall_timeout": 60,
         "connect_timeout": 10,
     }  # fmt: skip
+
+
+def test_openai_is_the_protocol_of_a_sweep_trtllm_serve_serves_alone():
+    serve_only = {**example(), "flow": "pytorch", "servers": ["trtllm-serve"]}
+    serve_only["benchmark"] = {**serve_only["benchmark"], "protocol": "openai"}
+    schema.validate(serve_only)  # was refused: "expected 'grpc' or 'http'"
+    for other in ({"servers": ["triton", "trtllm-serve"]}, {"flow": ["engine", "pytorch"]}):
+        refused = error_of({**serve_only, **other})
+        assert "sweep field 'benchmark.protocol': openai is trtllm-serve's endpoint" in refused, refused

@@ -456,7 +456,10 @@ class Benchmark(_Strict):
 
     model_config = ConfigDict(json_schema_extra={"allOf": [LOAD_ALONE, WORKLOAD_ALONE, CONVERSATIONS_ALONE]})
 
-    protocol: Literal["grpc", "http"] = Field("grpc", description="Triton's grpc or http endpoint")
+    protocol: Literal["grpc", "http", "openai"] = Field(
+        "grpc", description="Triton's grpc or http endpoint; openai only where every point is trtllm-serve's (whose "
+        "points are measured over its OpenAI endpoint whatever this says)"
+    )
     concurrency: list[PositiveInt] = Field(
         [1], min_length=1, description="closed-loop concurrency levels, each measured in turn"
     )
@@ -694,6 +697,9 @@ class Sweep(_Strict):
         if self.search is not None and self.search.budget_gpu_minutes is not None and self.benchmark.load is None:
             raise _At(("search", "budget_gpu_minutes"), "a budget bounds a search over configurations ranked by their "
                       "capacity: give benchmark.load (a capacity search)")  # fmt: skip
+        if self.benchmark.protocol == "openai" and (self.flow != ["pytorch"] or self.servers != ["trtllm-serve"]):
+            raise _At(("benchmark", "protocol"), "openai is trtllm-serve's endpoint: only for a sweep whose every "
+                      "point it serves (flow: pytorch, servers: [trtllm-serve]); Triton's: grpc or http")  # fmt: skip
         limits = [key for key in SEARCH_LIMITS if self.slo is not None and getattr(self.slo, key) is not None]
         if self.benchmark.load is not None and not limits:
             raise _At(("slo",), f"benchmark.load searches for the highest load within the SLOs: give at least one of "
