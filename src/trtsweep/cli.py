@@ -54,9 +54,24 @@ def _plan_text(sweep: dict, args: argparse.Namespace) -> str:
                           *drafts, *spend])  # fmt: skip
     from trtsweep.fleet.inventory import planning_hosts
 
-    hosts, notes = planning_hosts(args.inventory, args.gpus)
+    hosts, notes = planning_hosts(args.inventory, args.gpus, sweep)
     plan = runplan.make_plan(sweep, hosts, args.results_dir, force=args.force, only=args.only, write=False)
     return "\n".join([*notes, runplan.plan_text(plan)])
+
+
+def _assumed_gpus(text: str) -> int | list[dict]:
+    """`--gpus`: N, or N:NAME[:GIB] (N GPUs named NAME, GIB of memory each)."""
+    count, typed, rest = text.partition(":")
+    name, sized, gib = rest.partition(":")
+    try:
+        n, memory_gb = int(count), float(gib) if sized else 0.0
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or N:NAME[:GIB] (8:H100:80), got {text!r}") from None
+    if n < 0 or memory_gb < 0 or (typed and not name.strip()):
+        raise argparse.ArgumentTypeError(f"expected N or N:NAME[:GIB] (8:H100:80), got {text!r}")
+    if not typed:
+        return n
+    return [{"name": name, "memory_mb": int(memory_gb * 1024)} for _ in range(n)]
 
 
 def _schema(args: argparse.Namespace) -> None:
@@ -177,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     plan = sub.add_parser("plan", help="list the points of a sweep file; with -i, where each would run")
     plan.add_argument("sweep_file", type=Path)
     plan.add_argument("-i", "--inventory", help="Ansible inventory: print host, GPUs, ports and order per point")
-    plan.add_argument("--gpus", type=int, help="GPUs of a host whose inventory declares none (trtsweep_gpus)")
+    plan.add_argument("--gpus", type=_assumed_gpus, metavar="N[:NAME[:GIB]]",
+                      help="GPUs of a host whose inventory declares none (trtsweep_gpus): a count, or a count, a "
+                           "name and the memory of each, for sweeps that ask for a GPU type (8:H100:80)")  # fmt: skip
     plan.add_argument("--results-dir", type=Path, default=Path("results"), help="for resume (default: results)")
     plan.add_argument("--force", action="store_true", help="plan every point, complete or not")
     plan.add_argument("--only", help="comma-separated point-id globs")

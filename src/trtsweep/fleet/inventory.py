@@ -2,7 +2,10 @@
 
 Hosts of the group `trtsweep_hosts` (and its children), read with `ansible-inventory --list`; their GPUs are
 the declared `trtsweep_gpus` (discovery happens only when the sweep runs), ports the host's
-`trtsweep_triton_*_port` and `trtsweep_port_stride`.
+`trtsweep_triton_*_port` and `trtsweep_port_stride`. What the inventory declares that the sweep cannot run on is
+each host's problem, as the run's preflight finds it (`hostfacts.version_problems`: a declared TensorRT-LLM
+release, `trtsweep_trtllm_version`, or an image tag naming another release than the sweep's `trtllm.version`):
+the plan fails the points only such hosts could take, naming why, before the first GPU minute.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.fleet.hostfacts import declared_gpus
+from trtsweep.fleet.hostfacts import declared_gpus, version_problems
 from trtsweep.fleet.placement import DEFAULT_PORT_STRIDE, DEFAULT_PORTS
 
 GROUP = "trtsweep_hosts"
@@ -49,8 +52,11 @@ def _port(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def planning_hosts(inventory: str, assumed_gpus: int | None = None) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """(host name -> facts for placement, notes on assumptions made)."""
+def planning_hosts(inventory: str, assumed_gpus: int | list[dict[str, Any]] | None = None,
+                   sweep: dict[str, Any] | None = None) -> tuple[dict[str, dict[str, Any]], list[str]]:  # fmt: skip
+    """(host name -> facts for placement, with the problems the inventory declares against `sweep`; notes on
+    assumptions made)."""
+    trtllm = (sweep or {}).get("trtllm") if isinstance((sweep or {}).get("trtllm"), dict) else {}
     data = read(inventory)
     hostvars = data.get("_meta", {}).get("hostvars", {})
     names = group_hosts(data)
@@ -63,12 +69,25 @@ def planning_hosts(inventory: str, assumed_gpus: int | None = None) -> tuple[dic
             gpus = declared_gpus(v["trtsweep_gpus"])
         else:
             gpus = declared_gpus(assumed_gpus or 0)
-            notes.append(f"note: {name} declares no trtsweep_gpus; planned with {assumed_gpus or 0} (--gpus N)")
+            typed = isinstance(assumed_gpus, list) and gpus
+            assumed = f"{len(gpus)} x {gpus[0]['name']} ({gpus[0]['memory_mb'] / 1024:g} GiB)" if typed else len(gpus)
+            notes.append(f"note: {name} declares no trtsweep_gpus; planned with {assumed} (--gpus N[:NAME[:GIB]])")
         hosts[name] = {
             "gpus": gpus,
             "busy_gpus": [],
             "ports": {r: _port(v.get(f"trtsweep_triton_{r}_port"), p) for r, p in DEFAULT_PORTS.items()},
             "port_stride": _port(v.get("trtsweep_port_stride"), DEFAULT_PORT_STRIDE),
-            "problems": [],
+            "problems": _declared_problems(v, trtllm or {}),
         }
     return hosts, notes
+
+
+def _declared_problems(hostvars: dict[str, Any], trtllm: dict[str, Any]) -> list[str]:
+    """The run's preflight version checks on what the host's variables declare (its images: in the container
+    runtime only, as the run uses them)."""
+    runtime = hostvars.get("trtsweep_triton_runtime", "local")
+    images = [i for i in (hostvars.get("trtsweep_triton_container_image"), trtllm.get("container_image"))
+              if isinstance(i, str) and i and runtime == "container"]  # fmt: skip
+    declared = hostvars.get("trtsweep_trtllm_version")
+    wanted = trtllm.get("version")
+    return version_problems(str(wanted) if wanted else None, str(declared) if declared else None, images)

@@ -457,8 +457,9 @@ class Benchmark(_Strict):
     model_config = ConfigDict(json_schema_extra={"allOf": [LOAD_ALONE, WORKLOAD_ALONE, CONVERSATIONS_ALONE]})
 
     protocol: Literal["grpc", "http", "openai"] = Field(
-        "grpc", description="Triton's grpc or http endpoint; openai only where every point is trtllm-serve's (whose "
-        "points are measured over its OpenAI endpoint whatever this says)"
+        "grpc",
+        description="Triton's grpc or http endpoint; openai only where every point is trtllm-serve's (whose "
+        "points are measured over its OpenAI endpoint whatever this says)",
     )
     concurrency: list[PositiveInt] = Field(
         [1], min_length=1, description="closed-loop concurrency levels, each measured in turn"

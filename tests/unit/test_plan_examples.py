@@ -1,0 +1,66 @@
+"""The shipped examples agree: every example sweep plans on the example inventory as the docs show it (`trtsweep plan
+sweeps/<sweep>.yml -i inventory/gpu_hosts.yml --gpus 8`, the copy of the example), and what the inventory declares
+against a sweep (its TensorRT-LLM release, an image of another release) fails that sweep's points in the plan, naming
+why, before the first GPU minute (it printed a clean plan, and preflight refused every host)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trtsweep import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+INVENTORY = ROOT / "inventory" / "gpu_hosts.example.yml"
+SWEEPS = sorted((ROOT / "sweeps").glob("*.yml"))
+
+
+def plan(capsys, *args: str) -> tuple[int, str]:
+    code = cli.main(["plan", *args])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+@pytest.mark.parametrize("sweep", SWEEPS, ids=[p.stem for p in SWEEPS])
+def test_every_example_sweep_plans_on_the_example_inventory(sweep, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    code, out = plan(capsys, str(sweep.relative_to(ROOT)), "-i", str(INVENTORY.relative_to(ROOT)), "--gpus",
+                     "8:H100:80")  # fmt: skip
+    assert code == 0, out
+    assert "failed at preflight" not in out and "error" not in out.lower(), out
+    lanes = [line for line in out.splitlines() if line.startswith("gpu-node-")]
+    assert lanes, out  # every point placed on the example's hosts
+
+
+def test_the_example_inventory_leaves_the_release_and_the_interpreter_to_the_sweep_and_the_bootstrap():
+    group = yaml.safe_load(INVENTORY.read_text())["all"]["children"]["trtsweep_hosts"]["vars"]
+    assert "trtsweep_trtllm_version" not in group  # one release for every example sweep cannot be declared
+    assert "ansible_python_interpreter" not in group  # the bootstrap makes the venv; none exists before it
+
+
+def test_a_host_declaring_another_release_fails_the_sweeps_points_in_the_plan_naming_why(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    inventory = yaml.safe_load(INVENTORY.read_text())
+    inventory["all"]["children"]["trtsweep_hosts"]["vars"]["trtsweep_trtllm_version"] = "1.2.0"
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    code, out = plan(capsys, "sweeps/qwen2_7b.yml", "-i", str(tmp_path / "hosts.yml"), "--gpus", "8")
+    failed = [line for line in out.splitlines() if line.startswith("failed at preflight: ")]
+    assert code == 0 and failed and len(failed) == len(yaml.safe_load(Path("sweeps/qwen2_7b.yml").read_text())
+                                                        ["trtsweep_sweep"]["precisions"]) * 2, out  # fmt: skip
+    assert all("this host declares TensorRT-LLM 1.2.0 (trtsweep_trtllm_version); the sweep's points need 0.11.0"
+               in line for line in failed), failed  # fmt: skip
+    code, out = plan(capsys, "sweeps/qwen2_7b_pytorch.yml", "-i", str(tmp_path / "hosts.yml"), "--gpus", "8")
+    assert code == 0 and "failed at preflight" not in out, out  # its own release: planned
+
+
+def test_gpus_given_with_a_type_fit_a_sweep_that_asks_for_one(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    code, out = plan(capsys, "sweeps/hf_gpu_h100.yml", "-i", str(INVENTORY), "--gpus", "8")
+    assert code == 2 and "(1 GPU(s) of type H100 with >= 40 GiB)" in out, out  # a count says no type
+    code, out = plan(capsys, "sweeps/hf_gpu_h100.yml", "-i", str(INVENTORY), "--gpus", "8:H100:80")
+    assert code == 0 and "planned with 8 x H100 (80 GiB)" in out, out
+    with pytest.raises(SystemExit):
+        cli.main(["plan", "sweeps/hf_gpu_h100.yml", "--gpus", "8:"])
+    assert "expected N or N:NAME[:GIB] (8:H100:80), got '8:'" in capsys.readouterr().err
