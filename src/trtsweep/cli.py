@@ -37,21 +37,19 @@ def _plan(args: argparse.Namespace) -> None:
 
 def _plan_text(sweep: dict, args: argparse.Namespace) -> str:
     from trtsweep.fleet import runplan
-    from trtsweep.sweep import draftcheck
+    from trtsweep.sweep import draftcheck, promptcheck
     from trtsweep.sweep.planning import default_base_dir, expand
-    from trtsweep.sweep.promptcheck import plan_checks
 
     if args.inventory is None:  # the configurations, and what each search strategy would spend on them
         from trtsweep.search.estimate import estimates
         from trtsweep.search.strategy import SearchSpec
 
         points = expand(sweep)
-        checks = plan_checks(points, default_base_dir())
+        checks = promptcheck.plan_checks(points, default_base_dir())
         records = runplan.prompt_records(points, default_base_dir())
         spend = estimates(points, SearchSpec.from_sweep(sweep.get("search")), records, args.results_dir / sweep["name"])
         drafts = draftcheck.plan_notes(points, (sweep.get("search") or {}).get("model_dirs"))
-        return "\n".join([*(p["id"] for p in points), *(f"prompt lengths of {k}: {v}" for k, v in checks.items()),
-                          *drafts, *spend])  # fmt: skip
+        return "\n".join([*(p["id"] for p in points), *promptcheck.lines(checks), *drafts, *spend])
     from trtsweep.fleet.inventory import planning_hosts
 
     hosts, notes = planning_hosts(args.inventory, args.gpus, sweep)

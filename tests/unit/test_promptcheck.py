@@ -62,6 +62,11 @@ def test_without_a_tokenizer_on_the_controller_the_host_checks_after_the_downloa
     checks = promptcheck.plan_checks(points, tmp_path)
     assert all(v.startswith("deferred to the host") for v in checks.values()), checks
     assert {p["prompt_check"] for p in points} == {"deferred"}
+    # the plan says it once for the model's points, with the command that lets the controller check them
+    said = promptcheck.lines(checks)
+    assert len(said) == 1 and said[0].startswith(f"prompt lengths of {points[0]['id']}"), said
+    assert ("`hf download acme/not-on-this-machine --include 'tokenizer*' --include '*.json' --include '*.model' "
+            "--include '*.jinja'` puts it in the hub cache, and the plan checks them here") in said[0]  # fmt: skip
     # what trtsweep_prompt_check runs on the host, with the downloaded model's tokenizer
     with pytest.raises(TrtsweepError, match=r"prompts.jsonl:1: the prompt is \d+ tokens .* max_input_len 256"):
         promptcheck.check(str(tmp_path / "prompts.jsonl"), str(demo_model.hf_dir), 256, False, points[0]["id"])

@@ -258,8 +258,7 @@ def plan_text(plan: dict[str, Any]) -> str:
             rows.append((lane["host"], str(lane["index"]), gpus_text, ports, str(order), point_id))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-    for name, outcome in plan.get("prompt_checks", {}).items():
-        lines.append(f"prompt lengths of {name}: {outcome}")
+    lines += promptcheck.lines(plan.get("prompt_checks", {}))
     lines += plan.get("draft_tokenizers", [])
     lines += plan.get("search", {}).get("estimates", [])
     for name in plan["kept"]:

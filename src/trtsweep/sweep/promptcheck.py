@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 from functools import cache
@@ -112,6 +113,25 @@ def local_tokenizer(model: dict[str, Any]) -> str | None:
     return None
 
 
+def deferred(model: dict[str, Any]) -> str:
+    """The outcome of a point whose tokenizer is not here, with the command that puts it here (the hub cache)."""
+    revision = ["--revision", str(model["revision"])] if model.get("revision") else []
+    patterns = [arg for pattern in ("tokenizer*", "*.json", "*.model", "*.jinja") for arg in ("--include", pattern)]
+    command = shlex.join(["hf", "download", str(model["repo_id"]), *revision, *patterns])
+    return (f"deferred to the host ({model['repo_id']}'s tokenizer is not on the controller; `{command}` puts it in "
+            "the hub cache, and the plan checks them here)")  # fmt: skip
+
+
+def lines(outcomes: dict[str, str]) -> list[str]:
+    """The plan's lines for `outcomes` (point id -> outcome): one per outcome, naming its points (the first and how
+    many more), in the order they came."""
+    by_outcome: dict[str, list[str]] = {}
+    for point_id, outcome in outcomes.items():
+        by_outcome.setdefault(outcome, []).append(point_id)
+    return [f"prompt lengths of {ids[0]}{f' and {len(ids) - 1} more point(s)' if len(ids) > 1 else ''}: {outcome}"
+            for outcome, ids in by_outcome.items()]  # fmt: skip
+
+
 def plan_checks(points: list[dict[str, Any]], base_dir: Path) -> dict[str, str]:
     """Check every point whose tokenizer is on this machine; point id -> 'checked: ...' or 'deferred: ...'.
 
@@ -126,7 +146,7 @@ def plan_checks(points: list[dict[str, Any]], base_dir: Path) -> dict[str, str]:
         tokenizer = local_tokenizer(point["model"])
         if tokenizer is None:
             point["prompt_check"] = "deferred"
-            outcome[point["id"]] = "deferred to the host (the model's tokenizer is not on the controller)"
+            outcome[point["id"]] = deferred(point["model"])
             continue
         tokens = check(str(data), tokenizer, point["max_input_len"], bool(bench.get("chat_template")), point["id"])
         point["prompt_check"] = "checked"
