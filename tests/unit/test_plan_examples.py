@@ -64,3 +64,11 @@ def test_gpus_given_with_a_type_fit_a_sweep_that_asks_for_one(capsys, monkeypatc
     with pytest.raises(SystemExit):
         cli.main(["plan", "sweeps/hf_gpu_h100.yml", "--gpus", "8:"])
     assert "expected N or N:NAME[:GIB] (8:H100:80), got '8:'" in capsys.readouterr().err
+
+
+def test_the_handoff_docs_inventory_has_an_example_that_ansible_reads():
+    from trtsweep.fleet.inventory import read
+
+    assert "copy `inventory/serving.example.yml`" in (ROOT / "docs" / "handoff.md").read_text()
+    hosts = read(str(ROOT / "inventory" / "serving.example.yml"))["_meta"]["hostvars"]
+    assert sorted(hosts) == ["serve-01", "serve-02"] and hosts["serve-01"]["trtsweep_triton_runtime"] == "native"
