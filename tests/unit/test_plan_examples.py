@@ -72,3 +72,21 @@ def test_the_handoff_docs_inventory_has_an_example_that_ansible_reads():
     assert "copy `inventory/serving.example.yml`" in (ROOT / "docs" / "handoff.md").read_text()
     hosts = read(str(ROOT / "inventory" / "serving.example.yml"))["_meta"]["hostvars"]
     assert sorted(hosts) == ["serve-01", "serve-02"] and hosts["serve-01"]["trtsweep_triton_runtime"] == "native"
+
+
+def test_a_trtsweep_setting_in_a_groups_vars_that_the_checkout_overrides_is_named_in_the_plan(tmp_path, capsys,
+                                                                                              monkeypatch):  # fmt: skip
+    """Ansible ranks the checkout's group_vars/all above an inventory file's group variables: a group's
+    trtsweep_triton_runtime: native left every host on the CPU runtime (the example inventory had it so)."""
+    monkeypatch.chdir(ROOT)
+    inventory = yaml.safe_load(INVENTORY.read_text())
+    group = inventory["all"]["children"]["trtsweep_hosts"]
+    group["vars"]["trtsweep_triton_runtime"] = "native"
+    for host in group["hosts"].values():
+        host.pop("trtsweep_triton_runtime", None)
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    code, out = plan(capsys, "sweeps/qwen2_7b_pytorch.yml", "-i", str(tmp_path / "hosts.yml"), "--gpus", "8")
+    failed = [line for line in out.splitlines() if line.startswith("failed at preflight: ")]
+    assert code == 0 and failed, out
+    assert all("the inventory sets trtsweep_triton_runtime: 'native' for group trtsweep_hosts, but gpu-node-01 gets "
+               "'local'" in line and "set it on each host" in line for line in failed), failed  # fmt: skip

@@ -6,6 +6,10 @@ the declared `trtsweep_gpus` (discovery happens only when the sweep runs), ports
 each host's problem, as the run's preflight finds it (`hostfacts.version_problems`: a declared TensorRT-LLM
 release, `trtsweep_trtllm_version`, or an image tag naming another release than the sweep's `trtllm.version`):
 the plan fails the points only such hosts could take, naming why, before the first GPU minute.
+
+So does a setting a YAML inventory gives a group (`vars:` of `trtsweep_hosts` or a child) that the checkout's own
+`group_vars/all` overrides: Ansible ranks a playbook's group_vars/all above an inventory file's group variables, so
+`trtsweep_triton_runtime: native` there leaves every host on `local`. Such settings go on the hosts (docs/fleet.md).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet.hostfacts import declared_gpus, version_problems
@@ -63,6 +69,7 @@ def planning_hosts(inventory: str, assumed_gpus: int | list[dict[str, Any]] | No
     if not names:
         raise TrtsweepError(f"inventory {inventory}: the group {GROUP} has no hosts")
     hosts, notes = {}, []
+    overridden = overridden_group_vars(inventory, hostvars)
     for name in names:
         v = hostvars.get(name, {})
         if v.get("trtsweep_gpus") is not None:
@@ -77,7 +84,7 @@ def planning_hosts(inventory: str, assumed_gpus: int | list[dict[str, Any]] | No
             "busy_gpus": [],
             "ports": {r: _port(v.get(f"trtsweep_triton_{r}_port"), p) for r, p in DEFAULT_PORTS.items()},
             "port_stride": _port(v.get("trtsweep_port_stride"), DEFAULT_PORT_STRIDE),
-            "problems": _declared_problems(v, trtllm or {}),
+            "problems": _declared_problems(v, trtllm or {}) + overridden.get(name, []),
         }
     return hosts, notes
 
@@ -91,3 +98,37 @@ def _declared_problems(hostvars: dict[str, Any], trtllm: dict[str, Any]) -> list
     declared = hostvars.get("trtsweep_trtllm_version")
     wanted = trtllm.get("version")
     return version_problems(str(wanted) if wanted else None, str(declared) if declared else None, images)
+
+
+def overridden_group_vars(inventory: str, hostvars: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """Host -> one line per group variable of a YAML inventory file that the host does not get (a higher-precedence
+    group_vars/all of the checkout set it otherwise); {} for another kind of inventory."""
+    try:
+        raw = yaml.safe_load(Path(inventory).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    found: dict[str, list[str]] = {}
+
+    def walk(group: str, node: Any) -> list[str]:
+        """The hosts of `group` (its children's too), noting each of its variables a host lost."""
+        node = node if isinstance(node, dict) else {}
+        members = [h for h in (node.get("hosts") or {}) if isinstance(h, str)]
+        for child, sub in (node.get("children") or {}).items():
+            members += walk(str(child), sub)
+        for var, value in (node.get("vars") or {}).items():
+            if isinstance(value, str) and "{{" in value:
+                continue  # a template: its value is Ansible's to make
+            for host in members:
+                got = hostvars.get(host, {}).get(var, value)
+                if got != value:
+                    found.setdefault(host, []).append(
+                        f"the inventory sets {var}: {value!r} for group {group}, but {host} gets {got!r}: the "
+                        "checkout's group_vars/all outranks an inventory file's group variables: set it on each "
+                        "host (host variables outrank it)"
+                    )
+        return members
+
+    if isinstance(raw, dict):
+        for group, node in raw.items():
+            walk(str(group), node)
+    return found
