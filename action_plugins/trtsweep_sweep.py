@@ -51,4 +51,16 @@ class ActionModule(ActionBase):
             "backend": sweep.get("backend", "hf"),
             "trtllm_version": trtllm.get("version"),
             "trtllm_image": trtllm.get("container_image"),
+            "servers": servers_of(sweep),
         }
+
+
+def servers_of(sweep: dict) -> list[str]:
+    """The servers the sweep's points use: Triton for the engine flow, the pytorch flow's `servers` (default
+    triton)."""
+    flows = sweep.get("flow") or "engine"
+    flows = [flows] if isinstance(flows, str) else list(flows)
+    servers = ["triton"] if "engine" in flows else []
+    if "pytorch" in flows:
+        servers += [s for s in (sweep.get("servers") or ["triton"]) if s not in servers]
+    return servers or ["triton"]

@@ -29,6 +29,11 @@ options:
     description: "The host group's declared TensorRT-LLM (inventory trtsweep_trtllm_version): must be the points'."
   trtllm_image: {type: str, description: "The sweep's TensorRT-LLM image; a tag naming a release must be the points'."}
   trtllm_python: {type: str, default: python3, description: "Python of the TensorRT-LLM install."}
+  servers:
+    type: list
+    elements: str
+    default: [triton]
+    description: "The servers the sweep's points use (triton, trtllm-serve): Triton's binary or image only for Triton."
 attributes:
   check_mode: {support: full}
 """
@@ -73,6 +78,7 @@ def main():
             "trtllm_version_declared": {"type": "str"},
             "trtllm_image": {"type": "str"},
             "trtllm_python": {"type": "str", "default": "python3"},
+            "servers": {"type": "list", "elements": "str", "default": ["triton"]},
         },
         supports_check_mode=True,
     )
@@ -91,6 +97,7 @@ def main():
     problems, found = hostfacts.preflight(
         Path(p["cache_dir"]), p["min_free_gb"], p["runtime"], p["tritonserver"], p["docker"],
         p["container_image"], p["trtllm_version"], p["trtllm_python"], p["trtllm_version_declared"], p["trtllm_image"],
+        p["servers"],
     )  # fmt: skip
     module.exit_json(
         changed=False,

@@ -38,4 +38,10 @@ sweep: {description: The sweep definition as plain data., returned: success, typ
 name: {description: The sweep's name., returned: success, type: str}
 backend: {description: "The sweep's backend (hf or tensorrtllm).", returned: success, type: str}
 trtllm_version: {description: The TensorRT-LLM version the sweep asks for (null for hf)., returned: success, type: str}
+trtllm_image: {description: "The sweep's TensorRT-LLM image (trtllm.container_image).", returned: success, type: str}
+servers:
+  description: "The servers its points use: triton for the engine flow, the pytorch flow's servers (default triton)."
+  returned: success
+  type: list
+  elements: str
 """

@@ -96,3 +96,37 @@ def test_preflight_checks_the_host_groups_declared_release_and_the_image_tags(tm
     assert same == []
     assert hostfacts.image_tag_version("registry:5000/trt/release:v1.2.0rc7") == "1.2.0rc7"
     assert hostfacts.image_tag_version("nvcr.io/nvidia/tritonserver:24.07-trtllm-python-py3") is None
+
+
+def test_a_trtllm_serve_only_sweep_needs_no_triton_image_nor_binary(tmp_path):
+    """A sweep whose every point trtllm-serve serves runs in containers of trtllm.container_image alone, and natively
+    without tritonserver; it was refused for want of a Triton image ("no image (trtsweep_triton_container_image)")."""
+    docker = tmp_path / "docker"
+    docker.write_text("#!/bin/sh\necho 'Docker version 20.10.24+dfsg1, build 297e128'\n")
+    docker.chmod(0o755)
+    serve_only = {"servers": ["trtllm-serve"], "docker": str(docker)}
+    image = "nvcr.io/nvidia/tensorrt-llm/release:1.2.0"
+    assert hostfacts.preflight(tmp_path, 0, "container", trtllm_image=image, **serve_only)[0] == []
+    assert hostfacts.preflight(tmp_path, 0, "container", **serve_only)[0] == [
+        "runtime container: no image for the sweep's trtllm-serve points (trtllm.container_image, or "
+        "trtsweep_triton_container_image)"]  # fmt: skip
+    assert hostfacts.preflight(tmp_path, 0, "container", trtllm_image=image, docker=str(docker))[0] == [
+        "runtime container: no image (trtsweep_triton_container_image) for the sweep's Triton points"]  # fmt: skip
+    missing = str(tmp_path / "no-tritonserver")
+    assert hostfacts.preflight(tmp_path, 0, "native", tritonserver=missing, servers=["trtllm-serve"])[0] == []
+    assert hostfacts.preflight(tmp_path, 0, "native", tritonserver=missing)[0] == [
+        f"runtime native: {missing} not found on PATH"]  # fmt: skip
+
+
+def test_the_sweeps_servers_are_tritons_for_the_engine_flow_and_the_pytorch_flows_own():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "action_plugins" / "trtsweep_sweep.py"
+    spec = importlib.util.spec_from_file_location("trtsweep_sweep_action", path)
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    assert plugin.servers_of({}) == ["triton"]
+    assert plugin.servers_of({"flow": "pytorch", "servers": ["trtllm-serve"]}) == ["trtllm-serve"]
+    assert plugin.servers_of({"flow": "pytorch"}) == ["triton"]
+    assert plugin.servers_of({"flow": ["engine", "pytorch"], "servers": ["trtllm-serve"]}) == ["triton", "trtllm-serve"]

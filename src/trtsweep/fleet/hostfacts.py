@@ -12,6 +12,7 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,18 +103,24 @@ def _python_problem() -> str | None:
     return None
 
 
-def _runtime_problem(runtime: str, tritonserver: str, docker: str, image: str | None) -> str | None:
+def _runtime_problem(runtime: str, tritonserver: str, docker: str, image: str | None,
+                     servers: Sequence[str] = ("triton",), trtllm_image: str | None = None) -> str | None:  # fmt: skip
+    """What the runtime lacks for the sweep's `servers` (Triton's binary and image only where Triton serves)."""
+    triton = "triton" in servers
     if runtime == "local":
-        if importlib.util.find_spec("pytriton") is None:
+        if triton and importlib.util.find_spec("pytriton") is None:
             return "runtime local: nvidia-pytriton is not in the trtsweep venv (fleet_prepare_extras: [local])"
     elif runtime == "native":
-        if shutil.which(tritonserver) is None:
+        if triton and shutil.which(tritonserver) is None:
             return f"runtime native: {tritonserver} not found on PATH"
     elif runtime == "container":
         if shutil.which(docker) is None:
             return f"runtime container: {docker} not found on PATH"
-        if not image:
-            return "runtime container: no image (trtsweep_triton_container_image)"
+        if triton and not image:
+            return "runtime container: no image (trtsweep_triton_container_image) for the sweep's Triton points"
+        if not (image or trtllm_image):
+            return ("runtime container: no image for the sweep's trtllm-serve points (trtllm.container_image, or "
+                    "trtsweep_triton_container_image)")  # fmt: skip
         return _podman_problem(docker)
     else:
         return f"runtime {runtime!r}: expected local, native or container"
@@ -182,9 +189,12 @@ def preflight(
     trtllm_python: str = "python3",
     trtllm_version_declared: str | None = None,
     trtllm_image: str | None = None,
+    servers: Sequence[str] = ("triton",),
 ) -> tuple[list[str], dict[str, Any]]:
-    """(problems, what was found): one line per problem, nothing changed on the host."""
-    problems = [p for p in (_python_problem(), _runtime_problem(runtime, tritonserver, docker, container_image)) if p]
+    """(problems, what was found): one line per problem, nothing changed on the host; `servers`: those the sweep's
+    points use (triton, trtllm-serve)."""
+    runtime_problem = _runtime_problem(runtime, tritonserver, docker, container_image, servers, trtllm_image)
+    problems = [p for p in (_python_problem(), runtime_problem) if p]
     free = free_bytes(cache_dir)
     if free < min_free_gb * 2**30:
         problems.append(
