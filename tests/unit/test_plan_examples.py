@@ -74,18 +74,23 @@ def test_the_handoff_docs_inventory_has_an_example_that_ansible_reads():
     assert sorted(hosts) == ["serve-01", "serve-02"] and hosts["serve-01"]["trtsweep_triton_runtime"] == "native"
 
 
-def test_a_trtsweep_setting_in_a_groups_vars_that_the_checkout_overrides_is_named_in_the_plan(tmp_path, capsys,
-                                                                                              monkeypatch):  # fmt: skip
-    """Ansible ranks the checkout's group_vars/all above an inventory file's group variables: a group's
-    trtsweep_triton_runtime: native left every host on the CPU runtime (the example inventory had it so)."""
+def test_a_groups_trtsweep_setting_reaches_its_hosts_and_is_named_where_the_checkouts_config_is_not_in_effect(
+    tmp_path, capsys, monkeypatch
+):
+    """By Ansible's default order the checkout's group_vars/all outranks an inventory file's group variables: a
+    group's trtsweep_triton_runtime: native left every host on the CPU runtime (the example inventory had it so). The
+    checkout's ansible.cfg turns that order around; under another configuration the plan names the variable."""
     monkeypatch.chdir(ROOT)
     inventory = yaml.safe_load(INVENTORY.read_text())
-    group = inventory["all"]["children"]["trtsweep_hosts"]
-    group["vars"]["trtsweep_triton_runtime"] = "native"
-    for host in group["hosts"].values():
-        host.pop("trtsweep_triton_runtime", None)
-    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    code, out = plan(capsys, "sweeps/qwen2_7b_pytorch.yml", "-i", str(tmp_path / "hosts.yml"), "--gpus", "8")
+    assert inventory["all"]["children"]["trtsweep_hosts"]["vars"]["trtsweep_triton_runtime"] == "native"
+    from trtsweep.fleet.inventory import read
+
+    assert read(str(INVENTORY))["_meta"]["hostvars"]["gpu-node-01"]["trtsweep_triton_runtime"] == "native"
+    code, out = plan(capsys, "sweeps/qwen2_7b_pytorch.yml", "-i", str(INVENTORY), "--gpus", "8")
+    assert code == 0 and "failed at preflight" not in out, out
+    (tmp_path / "ansible.cfg").write_text("[defaults]\n")  # Ansible's own order
+    monkeypatch.setenv("ANSIBLE_CONFIG", str(tmp_path / "ansible.cfg"))
+    code, out = plan(capsys, "sweeps/qwen2_7b_pytorch.yml", "-i", str(INVENTORY), "--gpus", "8")
     failed = [line for line in out.splitlines() if line.startswith("failed at preflight: ")]
     assert code == 0 and failed, out
     assert all("the inventory sets trtsweep_triton_runtime: 'native' for group trtsweep_hosts, but gpu-node-01 gets "

@@ -8,8 +8,9 @@ release, `trtsweep_trtllm_version`, or an image tag naming another release than 
 the plan fails the points only such hosts could take, naming why, before the first GPU minute.
 
 So does a setting a YAML inventory gives a group (`vars:` of `trtsweep_hosts` or a child) that the checkout's own
-`group_vars/all` overrides: Ansible ranks a playbook's group_vars/all above an inventory file's group variables, so
-`trtsweep_triton_runtime: native` there leaves every host on `local`. Such settings go on the hosts (docs/fleet.md).
+`group_vars/all` overrides: by Ansible's default order a playbook's group_vars/all outranks an inventory file's
+groups (`trtsweep_triton_runtime: native` there left every host on `local`); the checkout's ansible.cfg turns that
+order around (`precedence`), so this finds something only where another configuration is in effect.
 """
 
 from __future__ import annotations
@@ -123,8 +124,8 @@ def overridden_group_vars(inventory: str, hostvars: dict[str, dict[str, Any]]) -
                 if got != value:
                     found.setdefault(host, []).append(
                         f"the inventory sets {var}: {value!r} for group {group}, but {host} gets {got!r}: the "
-                        "checkout's group_vars/all outranks an inventory file's group variables: set it on each "
-                        "host (host variables outrank it)"
+                        "checkout's group_vars/all outranks an inventory file's group variables (Ansible's default "
+                        "order; the checkout's ansible.cfg, not in effect here, turns it around): set it on each host"
                     )
         return members
 
