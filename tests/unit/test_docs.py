@@ -64,3 +64,15 @@ def test_every_pointer_from_a_config_comment_into_the_docs_finds_its_text():
                 f"{config}: {page} has no {phrase!r}"
             )
     assert ("ansible.cfg", "docs/trust.md") in found
+
+
+def test_the_model_source_settings_table_names_settings_the_download_stage_reads():
+    """docs/sweeps.md's table of where models come from (they were documented only in role defaults): each setting
+    is one the lane's download stage reads, and each of those is in the table."""
+    page = (ROOT / "docs" / "sweeps.md").read_text()
+    table = page.split("Where the models come from", 1)[1].split("\n\n", 2)[1]
+    named = set(re.findall(r"^\| `(\w+)", table, re.MULTILINE))
+    stage = (ROOT / "src" / "trtsweep" / "lane" / "point.py").read_text()
+    read = set(re.findall(r'"(trtsweep_hf_offline|hf_download_(?:token|endpoint|mirror_dir|source))"', stage))
+    assert named == read == {"hf_download_token", "trtsweep_hf_offline", "hf_download_endpoint",
+                             "hf_download_mirror_dir", "hf_download_source"}  # fmt: skip
