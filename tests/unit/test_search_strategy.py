@@ -284,7 +284,9 @@ def test_the_plan_estimates_each_strategy_from_defaults_then_from_the_sweeps_own
     # 16 x (30 s + 600 requests x 0.2 s) = 40 GPU-minutes
     assert learned[0] == "estimate, grid: 16 points, about 40 GPU-minutes"
     assert learned[-1].startswith("estimates from 1 earlier points of this sweep: 30 s before the benchmark, 0.20 s")
-    assert estimates([{**grid[0], "benchmark": {}}], SearchSpec(), 60, tmp_path) == []  # no capacity search
+    # no capacity search: the grid of fixed levels alone, priced the same way (1 x (30 s + 2 levels x 60 x 0.2 s))
+    fixed = estimates([{**grid[0], "benchmark": {"concurrency": [1, 4]}}], SearchSpec(), 60, tmp_path)
+    assert fixed[0] == "estimate: 1 points, about 1 GPU-minutes" and "2 levels per point, 60 requests" in fixed[1]
     # before anything runs: what a budget buys (the first round, trimmed as the search trims it), and auto's choice
     spent = estimates(grid, SearchSpec(strategy="auto", budget_gpu_minutes=12), 60, tmp_path)
     assert spent[0] == learned[0]  # the estimates are the whole search's, whatever the budget

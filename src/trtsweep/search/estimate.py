@@ -1,5 +1,6 @@
 """What each strategy would spend, before anything runs: points and GPU-minutes per strategy, what a budget buys,
-and `auto`'s choice, for `trtsweep plan` and the search's first round.
+and `auto`'s choice, for `trtsweep plan` and the search's first round; for a sweep without a capacity search, what
+its grid of fixed levels costs.
 
 A point's cost is trtsweep.search.costs' (its load plus levels x requests x seconds per request, times its GPUs),
 from this sweep's earlier records where there are some (the mean load seconds, and benchmark seconds per measured
@@ -50,9 +51,14 @@ def _strategy(grid: list[dict[str, Any]], spec: SearchSpec, name: str, records: 
 def _minutes(grid: list[dict[str, Any]], spec: SearchSpec, records: int, priced: costs.Basis) -> tuple[float, float]:
     """(grid, halving) GPU-minutes, none dropped early, whatever the budget."""
     spec = dataclasses.replace(spec, budget_gpu_minutes=None)
-    whole = _strategy(grid, spec, "grid", records, priced)
-    grid_s = sum(whole.cost_s(t, {}) for t in whole.round(1, {})[0])
-    return grid_s / 60.0, _strategy(grid, spec, "halving", records, priced).schedule_s(len(grid)) / 60.0
+    halving = _strategy(grid, spec, "halving", records, priced).schedule_s(len(grid)) / 60.0
+    return _grid_minutes(grid, spec, records, priced), halving
+
+
+def _grid_minutes(grid: list[dict[str, Any]], spec: SearchSpec, records: int, priced: costs.Basis) -> float:
+    """GPU-minutes of every configuration measured in full."""
+    whole = _strategy(grid, dataclasses.replace(spec, budget_gpu_minutes=None), "grid", records, priced)
+    return sum(whole.cost_s(t, {}) for t in whole.round(1, {})[0]) / 60.0
 
 
 def choose(grid: list[dict[str, Any]], spec: SearchSpec, records: int, results_dir: Path) -> tuple[str, str | None]:
@@ -73,10 +79,14 @@ def estimates(grid: list[dict[str, Any]], spec: SearchSpec, records: int, result
     """One line per strategy: its points and GPU-minutes (grid, halving, predicted), where the costs come from,
     auto's choice (`chosen`: the one the search recorded when it began, else made now) and what the budget buys;
     `records`: the prompts file's (a level's requests when the benchmark gives no num_requests)."""
-    if not grid or not grid[0]["benchmark"].get("load"):
+    if not grid:
         return []
     requests = int(grid[0]["benchmark"].get("num_requests") or records)
     priced = basis(results_dir)
+    if not grid[0]["benchmark"].get("load"):  # a grid of fixed levels: what it costs, no strategy to choose
+        levels = len(grid[0]["benchmark"].get("concurrency") or [1])
+        return [f"estimate: {len(grid)} points, about {_grid_minutes(grid, spec, records, priced):.0f} GPU-minutes",
+                f"estimates {priced.source}; {levels} levels per point, {requests} requests per level"]  # fmt: skip
     levels = int(grid[0]["benchmark"]["load"].get("max_levels") or 8)
     halving = _strategy(grid, spec, "halving", records, priced)
     steps = halving.screening_rounds() + 1

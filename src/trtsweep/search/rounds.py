@@ -159,10 +159,17 @@ def full_requests(point: dict[str, Any], records: int) -> int:
 
 
 def sizes(grid: list[dict[str, Any]], records: int) -> dict[str, costs.Size]:
-    """Config -> what its full measurement is (GPUs, requests per level, the capacity search's levels)."""
+    """Config -> what its full measurement is (GPUs, requests per level, the capacity search's levels; without a
+    capacity search, its fixed concurrency levels)."""
     return {p["id"]: costs.Size(gpus=max(1, p["resources"]["gpus"]), requests=full_requests(p, records),
-                                levels=int((p["benchmark"].get("load") or {}).get("max_levels") or 8))
+                                levels=_levels(p["benchmark"]))
             for p in grid}  # fmt: skip
+
+
+def _levels(bench: dict[str, Any]) -> int:
+    if bench.get("load"):
+        return int(bench["load"].get("max_levels") or 8)
+    return max(1, len(bench.get("concurrency") or [1]))
 
 
 def plan_round(
