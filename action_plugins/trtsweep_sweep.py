@@ -28,6 +28,7 @@ class ActionModule(ActionBase):
             return {**result, "failed": True, "msg": f"{name} is not defined: pass a sweep with -e @sweeps/<name>.yml"}
         try:
             from trtsweep.errors import TrtsweepError
+            from trtsweep.sweep import servers
             from trtsweep.sweep.sweepfile import refuse_templates
         except ImportError as exc:
             return {**result, "failed": True, "msg": f"trtsweep is not importable on the controller: {exc}"}
@@ -51,16 +52,5 @@ class ActionModule(ActionBase):
             "backend": sweep.get("backend", "hf"),
             "trtllm_version": trtllm.get("version"),
             "trtllm_image": trtllm.get("container_image"),
-            "servers": servers_of(sweep),
+            "servers": servers.servers_of(sweep),
         }
-
-
-def servers_of(sweep: dict) -> list[str]:
-    """The servers the sweep's points use: Triton for the engine flow, the pytorch flow's `servers` (default
-    triton)."""
-    flows = sweep.get("flow") or "engine"
-    flows = [flows] if isinstance(flows, str) else list(flows)
-    servers = ["triton"] if "engine" in flows else []
-    if "pytorch" in flows:
-        servers += [s for s in (sweep.get("servers") or ["triton"]) if s not in servers]
-    return servers or ["triton"]

@@ -33,6 +33,8 @@ COMMANDS = {
     "make test": "the test suite itself: CI runs it (.ci/run), this file is part of it",
     "ansible-playbook sweep.yml -i inventory/gpu_hosts.yml -e @sweeps/qwen2_7b.yml": "needs GPU hosts",
     "trtsweep plan sweeps/smollm2_sizing.yml": "run",
+    "trtsweep plan sweeps/qwen25_7b_h100.yml -i inventory/gpu_hosts.example.yml --gpus 8:H100:80": "run",
+    "ansible-playbook sweep.yml -i inventory/gpu_hosts.yml -e @sweeps/qwen25_7b_h100.yml": "needs GPU hosts",
     "ansible-playbook sweep.yml -e @sweeps/smollm2_sizing.yml": (
         "the sizing sweep's search (about 15 minutes here): tests/integration/test_search_sweep.py runs the search"
     ),
@@ -113,6 +115,18 @@ def test_trtsweep_plan_of_the_sizing_sweep_as_written(tmp_path):
     assert any(line.startswith("halving:") or "halving" in line for line in done.stdout.splitlines()), done.stdout
     assert tree(checkout) == before
     assert not (checkout / "results").exists()
+
+
+def test_trtsweep_plan_of_the_quick_start_on_the_example_inventory_as_written(tmp_path):
+    checkout = clean_copy(tmp_path / "checkout")
+    before = tree(checkout)
+    command = "trtsweep plan sweeps/qwen25_7b_h100.yml -i inventory/gpu_hosts.example.yml --gpus 8:H100:80"
+    done = run(command.split(), checkout, 300)
+    assert done.returncode == 0, done.stderr
+    placed = [line.split() for line in done.stdout.splitlines() if line.startswith("gpu-node-01 ")]
+    assert len(placed) == 4 and "failed at preflight" not in done.stdout, done.stdout  # bf16, fp8 x TP 1, 2
+    assert sorted(row[2] for row in placed) == ["0", "0", "0,1", "0,1"]  # each point its own GPUs
+    assert tree(checkout) == before and not (checkout / "results").exists()
 
 
 def point_files(results: Path, point: str) -> None:

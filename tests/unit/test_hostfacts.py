@@ -119,14 +119,9 @@ def test_a_trtllm_serve_only_sweep_needs_no_triton_image_nor_binary(tmp_path):
 
 
 def test_the_sweeps_servers_are_tritons_for_the_engine_flow_and_the_pytorch_flows_own():
-    import importlib.util
-    from pathlib import Path
+    from trtsweep.sweep.servers import servers_of
 
-    path = Path(__file__).resolve().parents[2] / "action_plugins" / "trtsweep_sweep.py"
-    spec = importlib.util.spec_from_file_location("trtsweep_sweep_action", path)
-    plugin = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plugin)
-    assert plugin.servers_of({}) == ["triton"]
-    assert plugin.servers_of({"flow": "pytorch", "servers": ["trtllm-serve"]}) == ["trtllm-serve"]
-    assert plugin.servers_of({"flow": "pytorch"}) == ["triton"]
-    assert plugin.servers_of({"flow": ["engine", "pytorch"], "servers": ["trtllm-serve"]}) == ["triton", "trtllm-serve"]
+    assert servers_of({}) == ["triton"]
+    assert servers_of({"flow": "pytorch", "servers": ["trtllm-serve"]}) == ["trtllm-serve"]
+    assert servers_of({"flow": "pytorch"}) == ["triton"]
+    assert servers_of({"flow": ["engine", "pytorch"], "servers": ["trtllm-serve"]}) == ["triton", "trtllm-serve"]

@@ -27,6 +27,7 @@ import yaml
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet.hostfacts import declared_gpus, version_problems
 from trtsweep.fleet.placement import DEFAULT_PORT_STRIDE, DEFAULT_PORTS
+from trtsweep.sweep.servers import servers_of
 
 GROUP = "trtsweep_hosts"
 
@@ -64,6 +65,7 @@ def planning_hosts(inventory: str, assumed_gpus: int | list[dict[str, Any]] | No
     """(host name -> facts for placement, with the problems the inventory declares against `sweep`; notes on
     assumptions made)."""
     trtllm = (sweep or {}).get("trtllm") if isinstance((sweep or {}).get("trtllm"), dict) else {}
+    servers = servers_of(sweep or {})
     data = read(inventory)
     hostvars = data.get("_meta", {}).get("hostvars", {})
     names = group_hosts(data)
@@ -85,20 +87,23 @@ def planning_hosts(inventory: str, assumed_gpus: int | list[dict[str, Any]] | No
             "busy_gpus": [],
             "ports": {r: _port(v.get(f"trtsweep_triton_{r}_port"), p) for r, p in DEFAULT_PORTS.items()},
             "port_stride": _port(v.get("trtsweep_port_stride"), DEFAULT_PORT_STRIDE),
-            "problems": _declared_problems(v, trtllm or {}) + overridden.get(name, []),
+            "problems": _declared_problems(v, trtllm or {}, servers) + overridden.get(name, []),
         }
     return hosts, notes
 
 
-def _declared_problems(hostvars: dict[str, Any], trtllm: dict[str, Any]) -> list[str]:
-    """The run's preflight version checks on what the host's variables declare (its images: in the container
-    runtime only, as the run uses them)."""
+def _declared_problems(hostvars: dict[str, Any], trtllm: dict[str, Any], servers: list[str]) -> list[str]:
+    """The run's preflight checks on what the host's variables declare: the TensorRT-LLM release and the images' (in
+    the container runtime only, as the run uses them), and the Triton image the sweep's Triton points need there."""
     runtime = hostvars.get("trtsweep_triton_runtime", "local")
+    missing = []
+    if runtime == "container" and "triton" in servers and not hostvars.get("trtsweep_triton_container_image"):
+        missing = ["runtime container: no image (trtsweep_triton_container_image) for the sweep's Triton points"]
     images = [i for i in (hostvars.get("trtsweep_triton_container_image"), trtllm.get("container_image"))
               if isinstance(i, str) and i and runtime == "container"]  # fmt: skip
     declared = hostvars.get("trtsweep_trtllm_version")
     wanted = trtllm.get("version")
-    return version_problems(str(wanted) if wanted else None, str(declared) if declared else None, images)
+    return missing + version_problems(str(wanted) if wanted else None, str(declared) if declared else None, images)
 
 
 def overridden_group_vars(inventory: str, hostvars: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
