@@ -53,7 +53,15 @@ def _plan_text(sweep: dict, args: argparse.Namespace) -> str:
     from trtsweep.fleet.inventory import planning_hosts
 
     hosts, notes = planning_hosts(args.inventory, args.gpus, sweep)
-    plan = runplan.make_plan(sweep, hosts, args.results_dir, force=args.force, only=args.only, write=False)
+    try:
+        plan = runplan.make_plan(sweep, hosts, args.results_dir, force=args.force, only=args.only, write=False)
+    except TrtsweepError as exc:
+        undeclared = [name for name in hosts if f"note: {name} declares no trtsweep_gpus" in "\n".join(notes)]
+        if args.gpus is None and undeclared and "no host can take" in str(exc):
+            raise TrtsweepError(f"{exc} ({', '.join(undeclared)} declare no GPUs: a host's GPUs are found when the "
+                                "sweep runs; preview them with --gpus N, or --gpus N:NAME:GIB for a sweep that asks "
+                                "for a GPU type, e.g. --gpus 8:H100:80)") from exc  # fmt: skip
+        raise
     return "\n".join([*notes, runplan.plan_text(plan)])
 
 

@@ -95,3 +95,16 @@ def test_a_groups_trtsweep_setting_reaches_its_hosts_and_is_named_where_the_chec
     assert code == 0 and failed, out
     assert all("the inventory sets trtsweep_triton_runtime: 'native' for group trtsweep_hosts, but gpu-node-01 gets "
                "'local'" in line and "set it on each host" in line for line in failed), failed  # fmt: skip
+
+
+def test_a_plan_without_gpus_says_they_are_found_at_run_time_and_how_to_preview_them(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    code, out = plan(capsys, "sweeps/qwen2_7b.yml", "-i", str(INVENTORY))
+    assert code == 2 and "gpu-node-01 declare no GPUs: a host's GPUs are found when the sweep runs; preview them " \
+        "with --gpus N, or --gpus N:NAME:GIB" in out, out  # fmt: skip
+    inventory = yaml.safe_load(INVENTORY.read_text())
+    inventory["all"]["children"]["trtsweep_hosts"]["hosts"]["gpu-node-01"]["trtsweep_gpus"] = 8
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    code, out = plan(capsys, "sweeps/qwen2_7b.yml", "-i", str(tmp_path / "hosts.yml"))
+    assert code == 0 and "note: gpu-node-01 declares trtsweep_gpus: there the run takes them as declared, and the " \
+        "check that each server holds exactly its GPUs is off" in out, out  # fmt: skip

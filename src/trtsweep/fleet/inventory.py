@@ -77,6 +77,9 @@ def planning_hosts(inventory: str, assumed_gpus: int | list[dict[str, Any]] | No
         v = hostvars.get(name, {})
         if v.get("trtsweep_gpus") is not None:
             gpus = declared_gpus(v["trtsweep_gpus"])
+            notes.append(f"note: {name} declares trtsweep_gpus: there the run takes them as declared, and the check "
+                         "that each server holds exactly its GPUs is off (they are not the driver's); for a preview "
+                         "of hosts whose GPUs nvidia-smi finds, leave it out and give --gpus")  # fmt: skip
         else:
             gpus = declared_gpus(assumed_gpus or 0)
             typed = isinstance(assumed_gpus, list) and gpus
