@@ -26,11 +26,14 @@ DURATIONS = ROOT / "tests" / "durations.json"  # read by tests/scheduling.py
 # what a slow test module starts (the reason it is slow)
 STARTS = {
     "tests/container/test_bed.py": "the session's dockerd and the test image (built from mmdebstrap and wheels when "
-    "not cached: about 160 s, in the first test), tritonserver in a container",
-    "tests/container/test_container_sweep.py": "sweep.yml with the container runtime: the embedded sweep's 2 points, "
-    "2 points killed -9 (CLI, supervisor), one interrupted, a disaggregated point (4 containers)",
-    "tests/integration/test_readme_commands.py": "`make sweep` as written (2 points, real Triton, demo model), its "
-    "rerun and one point forced again; the browser",
+    "not cached: about 120 s, in the first test), tritonserver in a container",
+    "tests/container/test_container_sweep.py": "sweep.yml with the container runtime: the embedded sweep's 2 points "
+    "and its handoff bundle's launch/container.sh, 2 points killed -9 (CLI, supervisor), one interrupted, a "
+    "disaggregated point (4 containers)",
+    "tests/container/test_container_signals.py": "a lane's build step (sleep in the test image) signalled",
+    "tests/container/test_container_mounts.py": "containers reading a hub cache's links through the mounts",
+    "tests/integration/test_readme_commands.py": "`make sweep` as written (2 points, real Triton, demo model) and "
+    "its rerun; the browser",
     "tests/fleet/test_fleet_sweep.py": "the SSH bed (3 hosts: namespaces, sshd), its bootstrap, 2 sweeps of real "
     "Triton servers, a link cut, the handoff deployed",
     "tests/fleet/test_search_outage.py": "a halving search on 2 SSH hosts, one link cut for 40 s",
@@ -38,7 +41,8 @@ STARTS = {
     "tests/fleet/test_testbed.py": "SSH beds made, cut and removed",
     "tests/integration/test_flows_sweep.py": "sweep.yml, 3 points: engine and PyTorch flows on Triton, "
     "trtllm-serve (hf stand-in); the handoff",
-    "tests/integration/test_server_lifetime.py": "6 sweep.yml runs of one point (real Triton, demo model), interrupted",
+    "tests/integration/test_server_lifetime.py": "7 sweep.yml runs of one point (real Triton, demo model), interrupted "
+    "or forced",
     "tests/integration/test_lanes_over_forks.py": "sweep.yml, 3 lanes on 1 fork (real Triton, demo model)",
     "tests/integration/test_hf_openai.py": "the hf trtllm-serve stand-in and `transformers serve`, llm-perf",
     "tests/integration/test_molecule.py": "2 molecule scenarios (converge, idempotence, verify; real Triton)",
