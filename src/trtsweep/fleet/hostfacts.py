@@ -116,15 +116,29 @@ def _runtime_problem(runtime: str, tritonserver: str, docker: str, image: str | 
     elif runtime == "container":
         if shutil.which(docker) is None:
             return f"runtime container: {docker} not found on PATH"
-        if triton and not image:
-            return "runtime container: no image (trtsweep_triton_container_image) for the sweep's Triton points"
-        if not (image or trtllm_image):
-            return ("runtime container: no image for the sweep's trtllm-serve points (trtllm.container_image, or "
-                    "trtsweep_triton_container_image)")  # fmt: skip
-        return _podman_problem(docker)
+        return image_problem(runtime, servers, image, trtllm_image) or _podman_problem(docker)
     else:
         return f"runtime {runtime!r}: expected local, native or container"
     return None
+
+
+def image_problem(runtime: str, servers: Sequence[str], image: str | None, trtllm_image: str | None) -> str | None:
+    """The image the container runtime lacks for the sweep's `servers` (a Triton image for Triton points; for
+    trtllm-serve points the sweep's TensorRT-LLM image, else the Triton one); None elsewhere. Read from settings
+    alone: the run's preflight and `trtsweep plan -i` alike."""
+    if runtime != "container":
+        return None
+    if "triton" in servers and not image:
+        return "runtime container: no image (trtsweep_triton_container_image) for the sweep's Triton points"
+    if not (image or trtllm_image):
+        return ("runtime container: no image for the sweep's trtllm-serve points (trtllm.container_image, or "
+                "trtsweep_triton_container_image)")  # fmt: skip
+    return None
+
+
+def container_images(runtime: str, image: str | None, trtllm_image: str | None) -> list[str]:
+    """The images whose tags name a TensorRT-LLM release the run uses (the container runtime's only)."""
+    return [i for i in (image, trtllm_image) if i and runtime == "container"]
 
 
 def _podman_problem(docker: str) -> str | None:
@@ -202,7 +216,7 @@ def preflight(
             f"{min_free_gb:g} GiB (trtsweep_min_free_gb)"
         )
     found: dict[str, Any] = {"free_bytes": free, "python": sys.executable, "trtllm_version": None}
-    images = [i for i in (container_image, trtllm_image) if i and runtime == "container"]
+    images = container_images(runtime, container_image, trtllm_image)
     problems += version_problems(trtllm_version_wanted, trtllm_version_declared, images)
     if trtllm_version_wanted and runtime != "container":
         version, why = trtllm_version(trtllm_python)

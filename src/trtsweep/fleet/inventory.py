@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from trtsweep.errors import TrtsweepError
-from trtsweep.fleet.hostfacts import declared_gpus, version_problems
+from trtsweep.fleet.hostfacts import container_images, declared_gpus, image_problem, version_problems
 from trtsweep.fleet.placement import DEFAULT_PORT_STRIDE, DEFAULT_PORTS
 from trtsweep.sweep.servers import servers_of
 
@@ -96,17 +96,17 @@ def planning_hosts(inventory: str, assumed_gpus: int | list[dict[str, Any]] | No
 
 
 def _declared_problems(hostvars: dict[str, Any], trtllm: dict[str, Any], servers: list[str]) -> list[str]:
-    """The run's preflight checks on what the host's variables declare: the TensorRT-LLM release and the images' (in
-    the container runtime only, as the run uses them), and the Triton image the sweep's Triton points need there."""
-    runtime = hostvars.get("trtsweep_triton_runtime", "local")
-    missing = []
-    if runtime == "container" and "triton" in servers and not hostvars.get("trtsweep_triton_container_image"):
-        missing = ["runtime container: no image (trtsweep_triton_container_image) for the sweep's Triton points"]
-    images = [i for i in (hostvars.get("trtsweep_triton_container_image"), trtllm.get("container_image"))
-              if isinstance(i, str) and i and runtime == "container"]  # fmt: skip
-    declared = hostvars.get("trtsweep_trtllm_version")
-    wanted = trtllm.get("version")
-    return missing + version_problems(str(wanted) if wanted else None, str(declared) if declared else None, images)
+    """The run's preflight checks on what the host's variables declare (hostfacts: the image the sweep's servers
+    need in the container runtime, the TensorRT-LLM release and the images' tags)."""
+    runtime = str(hostvars.get("trtsweep_triton_runtime", "local"))
+    image = hostvars.get("trtsweep_triton_container_image") or None
+    trtllm_image = trtllm.get("container_image") or None
+    problem = image_problem(runtime, servers, image, trtllm_image)
+    declared, wanted = hostvars.get("trtsweep_trtllm_version"), trtllm.get("version")
+    return ([problem] if problem else []) + version_problems(
+        str(wanted) if wanted else None, str(declared) if declared else None,
+        container_images(runtime, image, trtllm_image),
+    )  # fmt: skip
 
 
 def overridden_group_vars(inventory: str, hostvars: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
