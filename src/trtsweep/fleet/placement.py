@@ -276,13 +276,14 @@ def place(points: list[dict[str, Any]], hosts: list[Host], mode: str = "exclusiv
     out = []
     for lane in lanes:
         for order, point_id in enumerate(lane.points):
+            gpus = own_gpus(lane.gpus, by_id[point_id])
             out.append(
                 {
                     **by_id[point_id],
                     "host": lane.host,
                     "lane": lane.name,
-                    "gpus": own_gpus(lane.gpus, by_id[point_id]),
-                    "visible_devices": ",".join(str(i) for i in own_gpus(lane.gpus, by_id[point_id])),
+                    "gpus": gpus,
+                    "visible_devices": ",".join(str(i) for i in gpus),
                     "ports": dict(lane.ports),
                     "order": order,
                     "colocated": lanes_per_host[lane.host] > 1,

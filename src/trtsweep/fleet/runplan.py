@@ -253,7 +253,7 @@ def plan_text(plan: dict[str, Any]) -> str:
     for lane in plan["lanes"]:
         ports = "/".join(str(lane["ports"][r]) for r in placement.PORT_ROLES)
         for order, point_id in enumerate(lane["points"]):
-            gpus = own.get(point_id, lane["gpus"])
+            gpus = own.get(point_id)
             gpus_text = ",".join(str(g) for g in (lane["gpus"] if gpus is None else gpus)) or "cpu"
             rows.append((lane["host"], str(lane["index"]), gpus_text, ports, str(order), point_id))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
