@@ -25,8 +25,10 @@ def sweep_with(num_requests: int, max_tokens: int) -> dict[str, Any]:
 
 
 def container_run(tmp_path: Path, dockerd: Dockerd, image: str, only: str = "*", sweep: dict[str, Any] | None = None,
-                  gpus: int = 1, ports: list[int] | None = None) -> Run:  # fmt: skip
-    """A run of the sweep's points matching `only`, each server in a container of `image`, on `gpus` GPUs."""
+                  gpus: int = 1, ports: list[int] | None = None,
+                  extra: dict[str, Any] | None = None) -> Run:  # fmt: skip
+    """A run of the sweep's points matching `only`, each server in a container of `image`, on `gpus` GPUs; `extra`:
+    more variables."""
     # each server (a disaggregated point's: each worker) on a GPU of its own
     sweep = sweep or SHORT
     sweep = {**sweep, "placement": {**(sweep.get("placement") or {}), "gpus_per_point": 1}}
@@ -34,7 +36,7 @@ def container_run(tmp_path: Path, dockerd: Dockerd, image: str, only: str = "*",
         sweep["triton"] = {**(sweep.get("triton") or {}), "hf_torch_threads": 1}  # workers (OMP_NUM_THREADS stays out)
     extra = {"trtsweep_triton_runtime": "container", "trtsweep_triton_container_image": image,
              "triton_serve_container_docker": str(dockerd.client), "triton_serve_tritonserver": "tritonserver",
-             "trtsweep_only": only, "trtsweep_sweep": sweep}  # fmt: skip
+             "trtsweep_only": only, "trtsweep_sweep": sweep, **(extra or {})}  # fmt: skip
     env = {**dockerd.env(), "FAKE_GPU_COUNT": str(gpus),
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(DOUBLES), os.environ["PATH"]]),
            "PYTHONPATH": os.pathsep.join([str(DOUBLES / "nvml"), os.environ.get("PYTHONPATH", "")])}  # fmt: skip

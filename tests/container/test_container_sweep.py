@@ -5,6 +5,7 @@ with its own launch/container.sh on the same image, answering its smoke test."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.conftest import ROOT, free_block
 from tests.container.dockerd import Dockerd
@@ -172,3 +174,48 @@ def test_a_disaggregated_points_workers_each_run_in_their_own_container_on_their
         seen[name] = found["given"][0]  # NVML (the double) saw the worker's processes: those docker gave the GPU
     assert sorted(seen.values()) == [0, 1, 2]  # three containers, three GPUs: one each
     assert dockerd.container_names() == []
+
+
+DRAFT_REPO = "trtsweep-tests/SmolLM2-135M-Instruct-draft"  # the demo model's weights under a repo id of its own
+DRAFT_SWEEP = {**DISAGG_SWEEP, "name": "smollm2-cpu-draft", "disaggregated": ["none"],
+               "speculative": [{"name": "draft", "decoding_type": "DraftTarget", "max_draft_len": 3,
+                                "draft": {"repo_id": DRAFT_REPO}}]}  # fmt: skip
+DRAFTED = "smollm2-135m_float32_tp1pp1_bs2_isl1024osl16_stream_spec-draft_pytorch-serve"
+
+
+def test_a_trtllm_serve_point_reads_its_draft_model_and_options_inside_its_container(
+    tmp_path, dockerd, container_image, demo_model
+):
+    """A DraftTarget point of the PyTorch flow served by the trtllm-serve stand-in in a container: its options file
+    names the draft model's snapshot (an entry of the hub cache of its own, apart from the model's), mounted, loaded
+    and drafting inside the container (the demo model's weights: greedy, nearly every drafted token accepted)."""
+    hub = hub_with_draft(demo_model, tmp_path / "hf-hub")
+    run = container_run(tmp_path, dockerd, container_image.name, only=DRAFTED, sweep=DRAFT_SWEEP,
+                        extra={"trtsweep_hf_cache_dir": str(hub), "trtsweep_hf_offline": True})  # fmt: skip
+    assert run.finish() == 0, run.output()[-4000:]
+    results = tmp_path / "results" / DRAFT_SWEEP["name"]
+    assert json.loads((results / DRAFTED / "status.json").read_text())["status"] == "ok"
+    draft_dir = Path(yaml.safe_load((results / DRAFTED / "llm_api_options.yml").read_text())["speculative_config"]
+                     ["speculative_model"])  # fmt: skip
+    assert draft_dir.parent.parent.name == "models--" + DRAFT_REPO.replace("/", "--"), draft_dir
+    with (results / "results.csv").open() as handle:
+        row = next(csv.DictReader(handle))
+    assert (row["speculative"], row["failed"], row["succeeded"]) == ("draft", "0", "4"), row
+    assert float(row["acceptance_rate"]) >= 0.8, row
+    assert dockerd.container_names() == []
+
+
+def hub_with_draft(demo, hub: Path) -> Path:
+    """A hub cache holding the demo model and, under DRAFT_REPO, the same files (hard links where the filesystem
+    allows, else copies): a draft model whose directory is not the model's."""
+    source = demo.hub_cache / "models--HuggingFaceTB--SmolLM2-135M-Instruct"
+    for entry in (source.name, "models--" + DRAFT_REPO.replace("/", "--")):
+        shutil.copytree(source, hub / entry, symlinks=True, copy_function=link_or_copy)
+    return hub
+
+
+def link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)

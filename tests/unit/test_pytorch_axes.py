@@ -164,12 +164,13 @@ def test_moe_on_a_dense_model_and_a_draft_of_another_vocabulary_are_refused(tmp_
                              "Org/Model-8B of 1000: a draft must share the model's tokenizer")  # fmt: skip
 
 
-def test_the_hf_backend_takes_ngram_drafting_only():
+def test_the_hf_backend_takes_ngram_and_draft_target_drafting_only():
     hf = {"backend": "hf", "trtllm": None, "precisions": ["float32"]}
     points = planning.expand(sweep(**hf, speculative=["none", NGRAM]))
     assert points[1]["llm_api"]["speculative_config"]["decoding_type"] == "NGram"
     assert refusal(sweep(**hf, speculative=[EAGLE])).startswith(
-        "sweep field 'speculative[0].decoding_type': the hf backend's stand-ins draft by NGram only")  # fmt: skip
+        "sweep field 'speculative[0].decoding_type': the hf backend's stand-ins draft by NGram, DraftTarget "
+        "only")  # fmt: skip
     assert refusal(sweep(**hf, attention_dp=[False, True])).startswith("sweep field 'attention_dp': backend hf")
 
 

@@ -13,8 +13,10 @@ Settings come from LLM API arguments (`from_llm_args`: model.yaml, or trtllm-ser
     max_seq_len      prompt + max_tokens limit of a request (default: the checkpoint's max_position_embeddings)
     enable_iter_perf_stats, iter_stats_max_iterations
                      keep per-iteration stats (IterationStats below) in a queue of that many (default 1000)
-    speculative_config  decoding_type NGram only: n-gram drafts verified against the decoded tokens, reported as each
-                     iteration's specDecodingStats (trtsweep.serve.ngram_draft; decoding stays one token a pass)
+    speculative_config  decoding_type NGram (n-gram drafts) or DraftTarget (a draft model's greedy drafts, the model
+                     loaded from speculative_model / speculative_model_dir), verified against the decoded tokens,
+                     reported as each iteration's specDecodingStats (trtsweep.serve.drafting; decoding stays one
+                     token a pass)
     trtsweep_hf:     trtsweep's own keys, not LLM API ones: device (auto | cpu | cuda | cuda:N, default auto),
                      torch_threads (torch's intra-op threads, 0 = torch's default)
 
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -49,7 +52,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
-from trtsweep.serve import ngram_draft
+from trtsweep.serve import drafting
 
 log = logging.getLogger("trtsweep.hf")
 
@@ -74,7 +77,7 @@ class Settings:
     torch_threads: int = 0
     iter_perf_stats: bool = False
     iter_stats_max_iterations: int = DEFAULT_ITER_STATS_MAX_ITERATIONS
-    speculative: ngram_draft.NGramSettings | None = None
+    speculative: drafting.NGramSettings | drafting.DraftModelSettings | None = None
 
 
 def _positive(name: str, value: Any) -> int:
@@ -111,7 +114,7 @@ def from_llm_args(args: Mapping[str, Any]) -> tuple[Settings, list[str]]:
         torch_threads=threads,
         iter_perf_stats=iter_stats,
         iter_stats_max_iterations=_positive("iter_stats_max_iterations", max_iterations),
-        speculative=ngram_draft.from_config(args.get("speculative_config")),
+        speculative=drafting.from_config(args.get("speculative_config")),
     )
     return settings, sorted(k for k in args if k not in USED_ARGS)
 
@@ -215,6 +218,24 @@ class IterationStats:
         return items
 
 
+def _cache_arg(model: Any) -> str:
+    """The KV-cache argument of the model's forward: `cache` since transformers 5.x deprecated `past_key_values`."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _greedy(model: Any, context: Sequence[int], count: int) -> list[int]:
+    """`count` tokens the model decodes greedily after `context` (a fresh KV cache, one forward pass a token)."""
+    device = next(model.parameters()).device
+    step_input = torch.tensor([list(context)], dtype=torch.long, device=device)
+    cache, tokens = {_cache_arg(model): DynamicCache()}, []
+    with torch.inference_mode():
+        for _ in range(count):
+            token = int(torch.argmax(model(input_ids=step_input, use_cache=True, **cache).logits[0, -1, :]))
+            tokens.append(token)
+            step_input = torch.tensor([[token]], dtype=torch.long, device=device)
+    return tokens
+
+
 def _device(name: str) -> torch.device:
     return torch.device(("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name)
 
@@ -241,8 +262,8 @@ class Engine:
         if settings.dtype == "int8":
             model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
         self.model = model
-        # the KV-cache argument: `cache` since transformers 5.x deprecated `past_key_values`
-        self._cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        self._cache_arg = _cache_arg(model)
+        self.propose = self._proposer(settings.speculative, dtype)
         self.tokenizer = AutoTokenizer.from_pretrained(settings.tokenizer or settings.model)
         eos = getattr(model.generation_config, "eos_token_id", None)
         eos_ids = eos if isinstance(eos, list) else [eos]
@@ -253,6 +274,19 @@ class Engine:
             if settings.iter_perf_stats else None
         )  # fmt: skip
         self._tokenizer_lock = threading.Lock()  # a fast tokenizer is not safe to share between threads
+
+    def _proposer(self, spec: drafting.NGramSettings | drafting.DraftModelSettings | None,
+                  dtype: Any) -> Callable[[Sequence[int]], list[int]] | None:  # fmt: skip
+        """What drafts a speculative step: prompt lookup (NGram), or the draft model's greedy tokens (DraftTarget:
+        loaded here, on the server's first device, in the model's dtype)."""
+        if isinstance(spec, drafting.NGramSettings):
+            return lambda context: drafting.draft(context, spec)
+        if isinstance(spec, drafting.DraftModelSettings):
+            if not os.path.isdir(spec.model):  # (where transformers would take the path for a repo id)
+                raise ValueError(f"speculative_config: the draft model's directory {spec.model} is not here")
+            draft = AutoModelForCausalLM.from_pretrained(spec.model, dtype=dtype).to(self.device).eval()
+            return lambda context: _greedy(draft, context, spec.max_draft_len)
+        return None
 
     # -- text <-> tokens ------------------------------------------------------------------------------------------
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
@@ -353,7 +387,7 @@ class Engine:
         step_input = torch.tensor([[*gen.prompt_ids, *out]], dtype=torch.long, device=self.device)
         cache, sent = {self._cache_arg: DynamicCache()}, 0  # the KV cache (updated in place); output tokens sent
         prefilled = False  # the first forward pass takes the prompt
-        steps = ngram_draft.DraftSteps(self.settings.speculative) if self.settings.speculative else None
+        steps = drafting.DraftSteps(self.propose) if self.propose is not None else None
         with torch.inference_mode():
             while True:
                 if gen.finish_reason is not None or len(out) >= sampling.max_tokens:
@@ -369,7 +403,7 @@ class Engine:
                 spec = steps.feed([*gen.prompt_ids, *out], token) if steps is not None else None
                 self._accept(gen, token, logits, stops)
                 if steps is not None and spec is not None and gen.finish_reason is not None:
-                    spec = ngram_draft.add(spec, steps.close())  # a step the generation ends inside
+                    spec = drafting.add(spec, steps.close())  # a step the generation ends inside
                 self._record_step(gen, 0 if prefilled else step_input.shape[1], started, spec)
                 prefilled = True
                 if gen.finish_reason is not None:  # the text not sent yet goes out with the final delta

@@ -9,8 +9,8 @@ Command line: trtllm-serve's option names, so one argv builder serves both (serv
 
 The options file holds LLM API fields (YAML) and is merged over the command line's, as trtllm-serve merges it
 last; hf_generate.from_llm_args reads the result (model, tokenizer, dtype, max_batch_size: requests generating at
-once, the others wait; max_seq_len; enable_iter_perf_stats, iter_stats_max_iterations; speculative_config (NGram:
-drafted and accepted tokens in the iteration stats, trtsweep.serve.ngram_draft); trtsweep_hf: {device,
+once, the others wait; max_seq_len; enable_iter_perf_stats, iter_stats_max_iterations; speculative_config (NGram,
+DraftTarget: drafted and accepted tokens in the iteration stats, trtsweep.serve.drafting); trtsweep_hf: {device,
 torch_threads}); every other field is logged once as
 ignored. tp/pp/ep are accepted and ignored (the model runs on one device). Logs go to stderr.
 

@@ -46,7 +46,7 @@ NONE = "none"
 PYTORCH_TYPES = ("Eagle", "MTP", "NGram", "DraftTarget", "AUTO")
 NEEDS_DRAFT = ("Eagle", "DraftTarget")  # EagleDecodingConfig.validate: "Draft model must be provided for EAGLE"
 NEEDS_DRAFT_LEN = ("Eagle", "NGram", "DraftTarget")
-HF_TYPES = ("NGram",)  # what the hf backend's stand-ins draft (trtsweep.serve.hf_generate)
+HF_TYPES = ("NGram", "DraftTarget")  # what the hf backend's stand-ins draft (trtsweep.serve.drafting)
 # config.json keys that give a model's routed experts (Mixtral/Qwen-MoE, Qwen3-MoE/OLMoE, DeepSeek)
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 AXIS_OPTIONS = ("speculative_config", "enable_attention_dp", "moe_expert_parallel_size", "moe_tensor_parallel_size",
