@@ -12,13 +12,15 @@ so the plays use `trtsweep_loaded.sweep` and never the variable itself. Document
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+from ansible import context
 from ansible.plugins.action import ActionBase
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("var", "templates"))
+    _VALID_ARGS = frozenset(("var", "templates", "sweep_dir"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -29,6 +31,7 @@ class ActionModule(ActionBase):
         try:
             from trtsweep.errors import TrtsweepError
             from trtsweep.sweep import servers
+            from trtsweep.sweep.paths import sweep_file
             from trtsweep.sweep.sweepfile import refuse_templates
         except ImportError as exc:
             return {**result, "failed": True, "msg": f"trtsweep is not importable on the controller: {exc}"}
@@ -44,6 +47,11 @@ class ActionModule(ActionBase):
         if not isinstance(sweep, dict):
             return {**result, "failed": True, "msg": f"{name} must be a mapping (see src/trtsweep/sweep/planning.py)"}
         trtllm = sweep.get("trtllm") if isinstance(sweep.get("trtllm"), dict) else {}
+        # where the sweep's relative paths start: -e trtsweep_sweep_dir, else the -e @FILE that gave the sweep, else
+        # (an inline sweep) the checkout
+        found = sweep_file(context.CLIARGS.get("extra_vars") or (), name, Path.cwd())
+        given = self._task.args.get("sweep_dir")
+        base = Path(given) if given else found.parent if found else Path(task_vars.get("playbook_dir") or Path.cwd())
         return {
             **result,
             "changed": False,
@@ -53,4 +61,6 @@ class ActionModule(ActionBase):
             "trtllm_version": trtllm.get("version"),
             "trtllm_image": trtllm.get("container_image"),
             "servers": servers.servers_of(sweep),
+            "sweep_file": str(found) if found else None,
+            "base_dir": str(base.resolve()),
         }

@@ -22,6 +22,11 @@ options:
     description:
       - Render Jinja in the sweep before reading it (an explicit opt-in;
         C(-e trtsweep_sweep_templates=true) in sweep.yml).
+  sweep_dir:
+    type: path
+    description:
+      - Where the sweep's relative paths start (prompts, conversations, trace, search.model_dirs). Default the
+        directory of the C(-e @FILE) that gives the sweep variable, else (a sweep given inline) the playbook's.
 attributes:
   check_mode: {support: full}
 """
@@ -30,6 +35,7 @@ EXAMPLES = r"""
 - name: Load the sweep (as data)
   trtsweep_sweep:
     templates: "{{ trtsweep_sweep_templates | default(false) | bool }}"
+    sweep_dir: "{{ trtsweep_sweep_dir | default(omit) }}"
   register: trtsweep_loaded
 """
 
@@ -44,4 +50,6 @@ servers:
   returned: success
   type: list
   elements: str
+sweep_file: {description: "The C(-e @FILE) that gave the sweep (null: given inline).", returned: success, type: str}
+base_dir: {description: "Where the sweep's relative paths start (absolute).", returned: success, type: str}
 """

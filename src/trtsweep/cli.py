@@ -38,23 +38,27 @@ def _plan(args: argparse.Namespace) -> None:
 def _plan_text(sweep: dict, args: argparse.Namespace) -> str:
     from trtsweep.fleet import runplan
     from trtsweep.sweep import draftcheck, promptcheck
-    from trtsweep.sweep.planning import default_base_dir, expand
+    from trtsweep.sweep.paths import model_dirs
+    from trtsweep.sweep.planning import expand
 
+    base = args.sweep_file.resolve().parent  # a sweep file's relative paths start at its directory
     if args.inventory is None:  # the configurations, and what each search strategy would spend on them
         from trtsweep.search.estimate import estimates
         from trtsweep.search.strategy import SearchSpec
 
-        points = expand(sweep)
-        checks = promptcheck.plan_checks(points, default_base_dir())
-        records = runplan.prompt_records(points, default_base_dir())
+        points = expand(sweep, base)
+        checks = promptcheck.plan_checks(points, base)
+        records = runplan.prompt_records(points, base)
         spend = estimates(points, SearchSpec.from_sweep(sweep.get("search")), records, args.results_dir / sweep["name"])
-        drafts = draftcheck.plan_notes(points, (sweep.get("search") or {}).get("model_dirs"))
+        drafts = draftcheck.plan_notes(points, model_dirs(sweep, base))
         return "\n".join([*(p["id"] for p in points), *promptcheck.lines(checks), *drafts, *spend])
     from trtsweep.fleet.inventory import planning_hosts
 
     hosts, notes = planning_hosts(args.inventory, args.gpus, sweep)
     try:
-        plan = runplan.make_plan(sweep, hosts, args.results_dir, force=args.force, only=args.only, write=False)
+        plan = runplan.make_plan(
+            sweep, hosts, args.results_dir, force=args.force, only=args.only, write=False, base_dir=base
+        )
     except TrtsweepError as exc:
         undeclared = [name for name in hosts if f"note: {name} declares no trtsweep_gpus" in "\n".join(notes)]
         if args.gpus is None and undeclared and "no host can take" in str(exc):
@@ -220,7 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     handoff.add_argument("--point", default="best", help="point id, or best (default)")
     handoff.add_argument("--out", type=Path, required=True, help="the bundle's directory")
     handoff.add_argument("--image", help="Triton container image (default: the point's trtllm.container_image)")
-    handoff.add_argument("--base-dir", type=Path, default=Path.cwd(), help="where the sweep's relative paths start")
+    handoff.add_argument(
+        "--base-dir",
+        type=Path,
+        default=None,
+        help="where the sweep's relative paths start (default: as in the run, its plan.json)",
+    )
     handoff.set_defaults(func=_handoff)
     run = sub.add_parser("run", help="ansible-playbook (args after --) with a compact live view of the sweep")
     run.add_argument("--log", type=Path, help="where ansible-playbook's plain output goes (default: a temp file)")

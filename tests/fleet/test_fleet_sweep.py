@@ -92,7 +92,8 @@ def fleet(testbed: TestBed, wheelhouse: Path, demo_model: DemoModel) -> dict:
     inventory = testbed.write_inventory(testbed.dir / "fleet-inventory.yml", host_vars=host_vars)
     extravars = testbed.dir / "fleet-sweep.yml"
     results = testbed.dir / "results"
-    extravars.write_text(yaml.safe_dump({"trtsweep_sweep": SWEEP, "trtsweep_results_dir": str(results),
+    extravars.write_text(yaml.safe_dump({"trtsweep_sweep": SWEEP, "trtsweep_sweep_dir": str(ROOT),
+                                         "trtsweep_results_dir": str(results),
                                          "trtsweep_hf_offline": True}))  # fmt: skip
     return {"inventory": inventory, "extravars": extravars, "results": results / "fleet", "venv": shared / "venv"}
 

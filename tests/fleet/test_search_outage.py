@@ -62,7 +62,8 @@ def two_hosts(testbed: TestBed, wheelhouse: Path, demo_model: DemoModel, fleet: 
     inventory.write_text("---\n" + yaml.safe_dump(written, sort_keys=False))
     extravars = testbed.dir / "outage-sweep.yml"
     results = testbed.dir / "results"
-    extravars.write_text(yaml.safe_dump({"trtsweep_sweep": SWEEP, "trtsweep_results_dir": str(results),
+    extravars.write_text(yaml.safe_dump({"trtsweep_sweep": SWEEP, "trtsweep_sweep_dir": str(ROOT),
+                                         "trtsweep_results_dir": str(results),
                                          "trtsweep_hf_offline": True}))  # fmt: skip
     return {"inventory": inventory, "extravars": extravars, "results": results / NAME}
 

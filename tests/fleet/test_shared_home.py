@@ -71,7 +71,8 @@ def test_three_hosts_with_one_home_run_their_own_lanes_and_measure_every_point(
     inventory = bed.write_inventory(bed.dir / "shared-inventory.yml", host_vars=host_vars)
     results = bed.dir / "results"
     extravars = bed.dir / "shared-sweep.yml"
-    extravars.write_text(yaml.safe_dump({"trtsweep_sweep": SWEEP, "trtsweep_results_dir": str(results),
+    extravars.write_text(yaml.safe_dump({"trtsweep_sweep": SWEEP, "trtsweep_sweep_dir": str(ROOT),
+                                         "trtsweep_results_dir": str(results),
                                          "trtsweep_hf_offline": True}))  # fmt: skip
     done = subprocess.run(
         [ansible_bin("ansible-playbook"), "sweep.yml", "-i", str(inventory), "-e", f"@{extravars}"],

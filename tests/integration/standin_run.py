@@ -41,7 +41,7 @@ def write_run(tmp_path: Path, name: str, load_s: float, ttl_s: float, token_ms: 
     }  # fmt: skip
     extravars = tmp_path / f"vars-{load_s:g}.yml"
     extravars.write_text(yaml.safe_dump({
-        "trtsweep_sweep": sweep, "trtsweep_results_dir": str(tmp_path / "results"),
+        "trtsweep_sweep": sweep, "trtsweep_sweep_dir": str(ROOT), "trtsweep_results_dir": str(tmp_path / "results"),
         "trtsweep_work_dir": str(tmp_path / "work"), "trtsweep_triton_runtime": "native",
         "triton_serve_tritonserver": str(wrapper), "trtsweep_server_lease_ttl": ttl_s,
         "trtsweep_triton_http_port": base, "trtsweep_triton_grpc_port": base + 1,

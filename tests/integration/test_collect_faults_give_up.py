@@ -87,7 +87,7 @@ def test_a_host_the_collector_gives_up_stops_its_work_at_once_and_runs_no_furthe
     sweep = {**SWEEP, "name": "given-up", "benchmark": {**SWEEP["benchmark"], "max_tokens": 16}}
     extravars = tmp_path / "vars.yml"
     extravars.write_text(yaml.safe_dump({
-        "trtsweep_sweep": sweep, "trtsweep_results_dir": str(tmp_path / "results"),
+        "trtsweep_sweep": sweep, "trtsweep_sweep_dir": str(ROOT), "trtsweep_results_dir": str(tmp_path / "results"),
         "trtsweep_work_dir": str(tmp_path / "work"), "trtsweep_triton_runtime": "native",
         "trtsweep_server_lease_ttl": 60, "trtsweep_gpus": 1,  # a TTL far beyond the bound: the give-up stops ha
     }))  # fmt: skip

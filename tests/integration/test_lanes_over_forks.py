@@ -42,7 +42,8 @@ LANES = 3
 def test_three_lanes_on_one_fork_all_measure_and_no_failed_line_is_printed(tmp_path):
     base = free_block(STRIDE * LANES)
     extravars = {
-        "trtsweep_sweep": SWEEP, "trtsweep_gpus": LANES, "trtsweep_port_stride": STRIDE,
+        "trtsweep_sweep": SWEEP, "trtsweep_sweep_dir": str(ROOT),
+        "trtsweep_gpus": LANES, "trtsweep_port_stride": STRIDE,
         "trtsweep_results_dir": str(tmp_path / "results"), "trtsweep_work_dir": str(tmp_path / "work"),
         "trtsweep_triton_http_port": base, "trtsweep_triton_grpc_port": base + 1,
         "trtsweep_triton_metrics_port": base + 2, "trtsweep_server_lease_ttl": 6,

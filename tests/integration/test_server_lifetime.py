@@ -51,7 +51,7 @@ class Run:
             "trtsweep_results_dir": str(tmp_path / "results"), "trtsweep_work_dir": str(tmp_path / "work"),
             "trtsweep_triton_http_port": self.ports[0], "trtsweep_triton_grpc_port": self.ports[1],
             "trtsweep_triton_metrics_port": self.ports[2], "trtsweep_only": POINT,
-            "trtsweep_server_lease_ttl": TTL, "trtsweep_sweep": SHORT, **(extra or {}),
+            "trtsweep_server_lease_ttl": TTL, "trtsweep_sweep": SHORT, "trtsweep_sweep_dir": str(ROOT), **(extra or {}),
         }  # fmt: skip
         (tmp_path / "extra.json").write_text(json.dumps(variables))
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env or {})}

@@ -71,7 +71,8 @@ def test_two_hosts_sharing_one_home_run_their_own_lanes_and_every_point_ends_ok(
                        '--standin-first-token-ms 20 --standin-token-ms 5 "$@"\n')  # fmt: skip
     wrapper.chmod(0o755)
     extravars = {
-        "trtsweep_sweep": SWEEP, "trtsweep_results_dir": str(tmp_path / "results"), "trtsweep_cache_dir": str(cache),
+        "trtsweep_sweep": SWEEP, "trtsweep_sweep_dir": str(ROOT),
+        "trtsweep_results_dir": str(tmp_path / "results"), "trtsweep_cache_dir": str(cache),
         "trtsweep_hf_offline": True, "trtsweep_triton_runtime": "native", "triton_serve_tritonserver": str(wrapper),
         "trtsweep_server_lease_ttl": 10, "trtsweep_gpus": 1,
     }  # fmt: skip

@@ -30,9 +30,9 @@ def canary_sweep(tmp_path: Path, value: str, **benchmark: object) -> Path:
     return path
 
 
-def playbook(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "ansible-playbook"), "sweep.yml", *args], cwd=ROOT, env={**ENV, **env},
-                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+def playbook(*args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "ansible-playbook"), str(ROOT / "sweep.yml"), *args], cwd=cwd,
+                          env={**ENV, **env}, capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
 
 
 def test_trtsweep_plan_refuses_jinja_in_a_sweep_file_and_runs_nothing(tmp_path):
@@ -68,3 +68,24 @@ def test_templating_is_an_explicit_opt_in(tmp_path):
     loaded = json.loads(result.partition(" => ")[2])["sweep"]
     assert loaded["models"][0]["name"] == "smollm2"
     assert loaded["benchmark"]["extra_inputs"]["note"] == 42
+
+
+def test_the_run_takes_the_sweep_files_directory_for_its_relative_paths(tmp_path):
+    """`-e @mine/sweep.yml` from another directory: the load play finds the file among the `-e` values (as the
+    plan, the lanes and the handoff then use it); `-e trtsweep_sweep_dir` overrides it."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    sweep = canary_sweep(mine, "smollm2", input_data="my_prompts.jsonl")
+    no_hosts = tmp_path / "inventory.yml"
+    no_hosts.write_text("all: {}\n", encoding="utf-8")
+
+    def loaded(*extra: str) -> dict:
+        done = playbook("-i", str(no_hosts), "-e", f"@{os.path.relpath(sweep, tmp_path)}", *extra, "--tags",
+                        "always", "-v", cwd=tmp_path, ANSIBLE_CALLBACK_RESULT_FORMAT="json")  # fmt: skip
+        assert done.returncode == 0, done.stdout[-2000:]
+        result = next(line for line in done.stdout.splitlines() if line.startswith("ok: [localhost] => "))
+        return json.loads(result.partition(" => ")[2])
+
+    first = loaded()
+    assert (first["sweep_file"], first["base_dir"]) == (str(sweep.resolve()), str(mine.resolve()))
+    assert loaded("-e", f"trtsweep_sweep_dir={ROOT}")["base_dir"] == str(ROOT)

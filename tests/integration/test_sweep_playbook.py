@@ -26,6 +26,7 @@ def run_sweep(tmp_path: Path, ports: list[int] | None = None, **extra: object) -
         "trtsweep_triton_http_port": http,
         "trtsweep_triton_grpc_port": grpc,
         "trtsweep_triton_metrics_port": metrics,
+        "trtsweep_sweep_dir": str(ROOT),  # the sweeps of these tests name the checkout's prompts
         **extra,
     }
     private = tmp_path / f"runner-{len(list(tmp_path.glob('runner-*')))}"

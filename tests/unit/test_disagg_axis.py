@@ -213,7 +213,7 @@ def test_the_example_sweeps_points_make_workers_the_release_takes(release):
     root = Path(__file__).resolve().parents[2]
     value = yaml.safe_load((root / "sweeps" / "qwen3_8b_agg_disagg.yml").read_text())["trtsweep_sweep"]
     value["trtllm"]["version"] = f"{release}.0"
-    points = planning.expand(value, base_dir=root)
+    points = planning.expand(value, base_dir=root / "sweeps")
     assert sorted(p["id"].split("_stream")[1] for p in points) == [
         "_disagg-c1x1-g1x1_pytorch-serve", "_disagg-c1x1-g2x1_pytorch-serve", "_disagg-c2x1-g1x2_pytorch-serve",
         "_disagg-c2x1-g3x2_pytorch-serve", "_pytorch-serve", "_pytorch-serve"]  # fmt: skip

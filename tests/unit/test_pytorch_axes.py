@@ -182,7 +182,7 @@ def test_the_example_sweeps_options_and_commands_are_each_releases(name, release
     release's click options."""
     value = yaml.safe_load((ROOT / "sweeps" / name).read_text())["trtsweep_sweep"]
     value["trtllm"]["version"] = f"{release}.0"
-    points = planning.expand(value)
+    points = planning.expand(value, ROOT / "sweeps")
     assert points and any(set(pytorch_axes.AXIS_OPTIONS) & set(p["llm_api"]) for p in points)
     for point in points:
         placed = options.with_draft(point["llm_api"], release, "/hf/draft")

@@ -113,6 +113,7 @@ def make_plan(
         "created_at": now(),
         "mode": mode,
         "results_dir": str(results_dir),
+        "base_dir": str(base),  # where the sweep's relative paths start (its file's directory): the handoff's too
         "points": placed["points"],
         "lanes": placed["lanes"],
         "kept": kept,

@@ -51,9 +51,10 @@ from trtsweep.handoff.render import shipped
 from trtsweep.handoff.scripts import build_script, launch_script, launch_scripts
 from trtsweep.handoff.select import choose, read_json
 from trtsweep.handoff.server import OPTIONS_FILE, RENDER, STORE_OPTIONS, Serving, serving
-from trtsweep.handoff.smoke import prompts, smoke_command
+from trtsweep.handoff.smoke import prompts, smoke_command, sweep_base
 from trtsweep.handoff.units import service, unit
 from trtsweep.perf.export import headline
+from trtsweep.sweep.paths import sweep_path
 from trtsweep.toolchain.llmapi.options import draft_field
 
 BUILD_RECORDS = ("checkpoint", "trtllm_build", "quantize")
@@ -211,7 +212,10 @@ def write_bundle(
         written[f"systemd/{name}.service"] = unit(point, s, name)
         k8s_options = store_options if s.kind == "trtllm-serve" else None
         written.update(manifests(point, s, image, name, int(artifact_bytes or 0), k8s_options))
-    written["smoke/prompts.jsonl"] = prompts(point, base_dir or Path.cwd())
+    base = base_dir or sweep_base(results_dir)
+    written["smoke/prompts.jsonl"] = prompts(point, base)
+    # the sweep's prompts on this controller: a point calibrated on them is calibrated on them again when deployed
+    manifest["input_data"] = str(sweep_path(point["benchmark"]["input_data"], base).resolve())
     written["build/build.sh"] = build_script([read_json(point_dir / f"{n}.json").get("command", []) for n in records])
     written["bundle.json"] = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
     written["README.md"] = readme(manifest, s)

@@ -9,6 +9,7 @@ from typing import Any
 from trtsweep.errors import TrtsweepError
 from trtsweep.handoff.paths import sentinel
 from trtsweep.handoff.server import PORTS
+from trtsweep.sweep.paths import default_base_dir, sweep_path
 
 SMOKE_REQUESTS = 4
 
@@ -44,12 +45,24 @@ def smoke_command(point: dict[str, Any], url: str = sentinel("TRTSWEEP_HOST")) -
     return argv
 
 
+def sweep_base(results_dir: Path) -> Path:
+    """Where the sweep's relative paths started in the run that measured `results_dir` (its plan.json), else
+    where an inline sweep's start (the checkout)."""
+    try:
+        recorded = json.loads((results_dir / "plan.json").read_text()).get("base_dir")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    return Path(recorded) if isinstance(recorded, str) else default_base_dir()
+
+
 def prompts(point: dict[str, Any], base_dir: Path) -> str:
     """smoke/prompts.jsonl: the first SMOKE_REQUESTS prompts of the point's input data."""
-    data = Path(point["benchmark"]["input_data"])
-    data = data if data.is_absolute() else base_dir / data
+    data = sweep_path(point["benchmark"]["input_data"], base_dir)
     try:
         lines = [line for line in data.read_text(encoding="utf-8").splitlines() if line.strip()]
     except OSError as exc:
-        raise TrtsweepError(f"{data}: the point's prompts cannot be read for the smoke test ({exc.strerror})") from exc
+        raise TrtsweepError(
+            f"{data}: the point's prompts cannot be read for the smoke test ({exc.strerror}); "
+            "--base-dir names where the sweep's relative paths start"
+        ) from exc
     return "\n".join(lines[:SMOKE_REQUESTS]) + "\n"

@@ -21,6 +21,7 @@ from typing import Any
 from trtsweep.common.fileio import atomic_write_text, read_json
 from trtsweep.errors import TrtsweepError
 from trtsweep.search import predict
+from trtsweep.sweep.paths import sweep_path
 from trtsweep.sweep.slo import search_limits
 
 PREDICTIONS = "predictions.json"
@@ -29,8 +30,7 @@ PREDICTIONS = "predictions.json"
 def model_dir(model: dict[str, Any], given: dict[str, str], base_dir: Path) -> Path:
     """Where the model's config.json is on the controller."""
     if model["name"] in given:
-        path = Path(given[model["name"]])
-        return path if path.is_absolute() else base_dir / path
+        return sweep_path(given[model["name"]], base_dir)
     from huggingface_hub import hf_hub_download
 
     try:

@@ -54,6 +54,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import itertools
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ from trtsweep.common.fileio import file_sha256
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.dataset import load_jsonl
 from trtsweep.sweep import disaggregated, draftcheck, flows, pytorch_axes, schema
+from trtsweep.sweep.paths import default_base_dir, model_dirs, sweep_path
 from trtsweep.sweep.slo import search_limits
 from trtsweep.toolchain.precisions import PRECISIONS as TRTLLM_PRECISIONS
 from trtsweep.triton import interface as triton_interface
@@ -104,22 +106,25 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 PLAN_ENGINE_DIR = "/nonexistent/trtsweep-plan/engine"
 
 
-def default_base_dir() -> Path:
-    """Where relative `benchmark.input_data` paths start: the checkout holding sweep.yml (the playbook
-    directory) when trtsweep runs from one, else the current directory."""
-    root = Path(__file__).resolve().parents[3]
-    return root if (root / "sweep.yml").is_file() else Path.cwd()
+def _not_found_hint(value: str, path: Path, base_dir: Path) -> str:
+    """For a relative path missing next to the sweep file but present in the checkout (where a sweep file's relative
+    paths used to start): how to write it now."""
+    old = default_base_dir() / value
+    if Path(value).is_absolute() or path.exists() or old == path or not old.exists():
+        return ""
+    relative = os.path.relpath(old, base_dir)
+    written = relative if not relative.startswith(os.path.join("..", "..", "..")) else str(old)
+    return f" (relative paths start at the sweep file's directory, {base_dir}: write {written} for the checkout's file)"
 
 
-def check_input_data(input_data: str, base_dir: Path) -> Path:
+def check_input_data(input_data: str, base_dir: Path, field: str = "benchmark.input_data") -> Path:
     """The prompts file must load as llm-perf loads it (perf.dataset: one JSON object per line with `input` or
     `messages`, at least one record); the first problem raises one line naming the file and line."""
-    path = Path(input_data)
-    path = path if path.is_absolute() else base_dir / path
+    path = sweep_path(input_data, base_dir)
     try:
         load_jsonl(path)
     except TrtsweepError as exc:
-        raise _fail("benchmark.input_data", str(exc)) from exc
+        raise _fail(field, f"{exc}{_not_found_hint(input_data, path, base_dir)}") from exc
     return path
 
 
@@ -129,12 +134,12 @@ def check_conversations(conversations: dict[str, Any], base_dir: Path) -> dict[s
     from trtsweep.perf.conversations import load_conversations  # the client's runner (aiohttp): only when used
 
     conversations = {**CONVERSATIONS_DEFAULTS, **conversations}
-    path = Path(conversations["path"])
-    path = path if path.is_absolute() else base_dir / path
+    path = sweep_path(conversations["path"], base_dir)
     try:
         load_conversations(path, conversations["history"])
     except TrtsweepError as exc:
-        raise _fail("benchmark.conversations.path", str(exc)) from exc
+        hint = _not_found_hint(conversations["path"], path, base_dir)
+        raise _fail("benchmark.conversations.path", f"{exc}{hint}") from exc
     return {**conversations, "path": str(path), "sha256": file_sha256(path)}
 
 
@@ -145,12 +150,11 @@ def check_trace(trace: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any], 
     from trtsweep.perf.workloads import TraceSpec, load_trace  # the client's runner (aiohttp): only when used
 
     trace = {**TRACE_DEFAULTS, **trace}
-    path = Path(trace["path"])
-    path = path if path.is_absolute() else base_dir / path
+    path = sweep_path(trace["path"], base_dir)
     try:
         rows = load_trace(TraceSpec(path, trace["format"], trace["block_size"]))
     except TrtsweepError as exc:
-        raise _fail("benchmark.trace.path", str(exc)) from exc
+        raise _fail("benchmark.trace.path", f"{exc}{_not_found_hint(trace['path'], path, base_dir)}") from exc
     speed = trace["speed"] if isinstance(trace["speed"], list) else [trace["speed"]]
     longest = max(rows, key=lambda row: row.input_tokens)
     trace = {**trace, "path": str(path), "speed": speed, "sha256": file_sha256(path)}
@@ -239,7 +243,7 @@ def _benchmark(
     if value.get("conversations") is not None:
         value["conversations"] = check_conversations(value["conversations"], base_dir)
     if (value.get("synthetic") or {}).get("lengths_from") is not None:  # read on the controller, like the prompts
-        check_input_data(value["synthetic"]["lengths_from"], base_dir)
+        check_input_data(value["synthetic"]["lengths_from"], base_dir, "benchmark.synthetic.lengths_from")
     return value, check_input_data(value["input_data"], base_dir), longest
 
 
@@ -339,7 +343,7 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
     placement = _placement(backend, sweep.get("placement"))
     pytorch_axes.check_sweep(sweep, backend, used_flows, parallelism, servers)
     axes = pytorch_axes.combos(sweep)
-    configs = _model_configs(sweep, models, axes)
+    configs = _model_configs(models, axes, model_dirs(sweep, base))
 
     points = []
     for model, precision, (layout, (entry_tp, entry_pp)), bs, (isl, osl), stream in itertools.product(
@@ -369,7 +373,7 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
                 model_config, draft_config = configs.get(_config_key(model, combo), (None, None))
                 pytorch_axes.check_model(model, model_config, draft_config, combo)
                 if model_config is not None and draft_config is not None:  # and the draft's tokenizer (where at hand)
-                    draftcheck.check(model, combo.speculative, (sweep.get("search") or {}).get("model_dirs"))
+                    draftcheck.check(model, combo.speculative, model_dirs(sweep, base))
                 point["llm_api_release"] = release
                 axis_options = {**llm_api, **pytorch_axes.options(combo)}
                 point["llm_api"] = flows.llm_api_options(point, str(release), pytorch, axis_options)
@@ -399,13 +403,12 @@ def _config_key(model: dict[str, Any], combo: pytorch_axes.Combo) -> tuple[str, 
     return model["name"], draft["repo_id"] if draft else None
 
 
-def _model_configs(sweep: dict[str, Any], models: list[dict[str, Any]],
-                   axes: list[pytorch_axes.Combo]) -> dict[tuple[str, str | None], tuple[Any, Any]]:  # fmt: skip
+def _model_configs(models: list[dict[str, Any]], axes: list[pytorch_axes.Combo],
+                   dirs: dict[str, str] | None) -> dict[tuple[str, str | None], tuple[Any, Any]]:  # fmt: skip
     """(model name, draft repo) -> (the model's config.json, the draft's) where the controller has them (a sweep's
     search.model_dirs, the hub cache; never the network): MoE fields and drafts are checked against them."""
     if not any(c.moe is not None or (c.speculative and c.speculative.draft) for c in axes):
         return {}
-    dirs = (sweep.get("search") or {}).get("model_dirs")
     out: dict[tuple[str, str | None], tuple[Any, Any]] = {}
     for model, combo in itertools.product(models, axes):
         key = _config_key(model, combo)

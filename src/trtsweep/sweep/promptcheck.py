@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from trtsweep.errors import TrtsweepError
+from trtsweep.sweep.paths import sweep_path
 
 TOKENIZER_FILES = ["tokenizer*", "special_tokens_map.json", "config.json", "*.model", "*.tiktoken", "*.jinja",
                    "vocab*", "merges.txt", "added_tokens.json", "generation_config.json"]  # fmt: skip
@@ -141,8 +142,7 @@ def plan_checks(points: list[dict[str, Any]], base_dir: Path) -> dict[str, str]:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     for point in points:
         bench = point["benchmark"]
-        data = Path(bench["input_data"])
-        data = data if data.is_absolute() else base_dir / data
+        data = sweep_path(bench["input_data"], base_dir)
         tokenizer = local_tokenizer(point["model"])
         if tokenizer is None:
             point["prompt_check"] = "deferred"

@@ -373,8 +373,8 @@ class Trace(_Strict):
     path: PathText = Field(
         pattern=r"\S",
         description="Mooncake JSON lines ({timestamp (ms), input_length, output_length, hash_ids}) or an Azure LLM "
-        "inference CSV (TIMESTAMP, ContextTokens, GeneratedTokens); a relative path starts at the checkout holding "
-        "sweep.yml",
+        "inference CSV (TIMESTAMP, ContextTokens, GeneratedTokens); a relative path starts at the sweep file's "
+        "directory",
     )
     format: Literal["auto", "mooncake", "azure"] = Field("auto", description="auto: .csv is azure, else mooncake")
     speed: Annotated[list[Seconds], BeforeValidator(_as_list), Field(min_length=1), _OneOrMany()] = Field(
@@ -393,7 +393,7 @@ class Conversations(_Strict):
         pattern=r"\S",
         description="JSON lines, a conversation each: {conversation: [{user, reference, max_tokens}, ...], system, id} "
         "or {messages: [...]} (user and assistant alternating; an assistant message is the recorded answer); a "
-        "relative path starts at the checkout holding sweep.yml",
+        "relative path starts at the sweep file's directory",
     )
     history: Literal["served", "recorded"] = Field(
         "served", description="the answers in a turn's history: the server's own (served) or the recorded ones"
@@ -438,7 +438,7 @@ class Synthetic(_Strict):
     lengths_from: PathText | None = Field(
         None,
         description="a prompts file ({input, output} JSON lines) whose records' token counts are drawn instead; a "
-        "relative path starts at the checkout holding sweep.yml",
+        "relative path starts at the sweep file's directory",
     )
     count: PositiveInt | None = Field(None, description="prompts made (default 100; with lengths_from one per record)")
 
@@ -467,7 +467,7 @@ class Benchmark(_Strict):
     input_data: PathText = Field(
         pattern=r"\S",
         description="jsonl prompts file ({'input': ..., 'output': ...} or {'messages': ...} per line); a relative "
-        "path starts at the checkout holding sweep.yml",
+        "path starts at the sweep file's directory",
     )
     num_requests: PositiveInt | None = Field(None, description="measured requests per level (null: one per record)")
     warmup_requests: int = Field(1, ge=0, description="requests per level excluded from the numbers")
@@ -597,7 +597,7 @@ class Search(_Strict):
     model_dirs: dict[str, PathText] | None = Field(
         None,
         description="predicted: model name -> a directory on the controller holding its config.json (default: "
-        "config.json alone fetched from the Hub); a relative path starts at the checkout holding sweep.yml",
+        "config.json alone fetched from the Hub); a relative path starts at the sweep file's directory",
     )
     predictor: str = Field(
         "aiconfigurator",
