@@ -41,7 +41,7 @@ def test_one_sweep_runs_both_flows_and_the_report_compares_them(tmp_path):
     sweep = yaml.safe_load((ROOT / "sweeps" / "smollm2_cpu_flows.yml").read_text())["trtsweep_sweep"]
     # the sweep file as it is, with short answers (what is compared is the same whatever their length; CI's time is not)
     sweep["benchmark"] |= {"num_requests": 4, "max_tokens": 16}
-    runner = run_ok(tmp_path, trtsweep_sweep=sweep)
+    runner = run_ok(tmp_path, trtsweep_sweep=sweep, trtsweep_sweep_dir=str(ROOT / "sweeps"))  # where its paths start
     results = tmp_path / "results" / sweep["name"]
     with (results / "results.csv").open() as handle:
         rows = list(csv.DictReader(handle))
@@ -116,8 +116,8 @@ def deploy_the_pytorch_flow_handoffs(tmp_path: Path, results: Path) -> None:
     for point, kinds in ((f"{CONFIG}_pytorch-triton", ("http", "grpc", "metrics")),
                          (f"{CONFIG}_pytorch-serve", ("http",))):  # fmt: skip
         bundle = tmp_path / f"bundle-{point}"
-        manifest = write_bundle(results, point, bundle, image="nvcr.io/nvidia/tensorrt-llm/release:1.2.0",
-                                base_dir=ROOT)  # fmt: skip
+        # the prompts read where the run read them (its plan.json: the sweep file's directory)
+        manifest = write_bundle(results, point, bundle, image="nvcr.io/nvidia/tensorrt-llm/release:1.2.0")
         state_file = tmp_path / "work" / "handoff" / manifest["name"] / "triton_server.json"
         ports = dict(zip(kinds, free_ports(len(kinds)), strict=True))
         try:
