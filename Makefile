@@ -34,7 +34,7 @@ junit = $(if $(TEST_REPORTS),--junitxml=$(abspath $(TEST_REPORTS))/$(1).xml)
 SHARED_CORES := OMP_NUM_THREADS=1
 test: install
 	$(SHARED_CORES) $(PYTEST) tests/unit -m "not quiet" -n 2 --dist loadfile $(call junit,unit)
-	$(SHARED_CORES) $(PYTEST) tests/integration tests/fleet tests/container -m "not quiet" -n $(TEST_WORKERS) \
+	$(SHARED_CORES) $(PYTEST) tests/integration tests/fleet tests/container tests/slurm -m "not quiet" -n $(TEST_WORKERS) \
 		--dist loadgroup \
 		$(call junit,parallel)
 	$(PYTEST) tests/unit tests/integration tests/fleet -m quiet -p no:xdist $(call junit,quiet)

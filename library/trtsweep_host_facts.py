@@ -15,6 +15,10 @@ description:
     version, free disk in O(cache_dir), the Triton runtime and the TensorRT-LLM version the points declare.
 options:
   declared_gpus: {type: raw, description: "A GPU count or a list of {name, memory_mb}; skips discovery."}
+  gpu_indices:
+    type: list
+    elements: int
+    description: "Only these GPUs (by index) are the run's (on Slurm: the job's GRES indices on the node)."
   nvidia_smi: {type: str, default: nvidia-smi, description: "nvidia-smi to run."}
   busy_threshold_mb: {type: int, default: 1024, description: "A GPU using more memory than this is busy."}
   cache_dir: {type: path, required: true, description: "trtsweep cache directory on the host (disk check)."}
@@ -66,6 +70,7 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "declared_gpus": {"type": "raw"},
+            "gpu_indices": {"type": "list", "elements": "int"},
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
             "busy_threshold_mb": {"type": "int", "default": 1024},
             "cache_dir": {"type": "path", "required": True},
@@ -94,6 +99,8 @@ def main():
             source, note = "nvidia-smi", why or ""
     except TrtsweepError as exc:
         module.fail_json(msg=str(exc))
+    if p["gpu_indices"] is not None:  # only these are the run's (on Slurm: the job's GRES indices on the node)
+        gpus = [gpu for gpu in gpus if gpu["index"] in set(p["gpu_indices"])]
     problems, found = hostfacts.preflight(
         Path(p["cache_dir"]), p["min_free_gb"], p["runtime"], p["tritonserver"], p["docker"],
         p["container_image"], p["trtllm_version"], p["trtllm_python"], p["trtllm_version_declared"], p["trtllm_image"],

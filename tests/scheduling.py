@@ -32,12 +32,15 @@ GROUPS = {
 
 def group_of(nodeid: str) -> str:
     """The group of a test id ('' for a unit test, which goes wherever a worker is free); every container test is
-    in one group, "container-bed" (the session's dockerd and image, made once)."""
+    in one group, "container-bed" (the session's dockerd and image, made once), every Slurm test in "slurm-bed" (the
+    session's cluster)."""
     module = nodeid.split("::", 1)[0]
     if module.startswith("tests/unit/"):
         return ""
     if module.startswith("tests/container/"):
         return "container-bed"
+    if module.startswith("tests/slurm/"):
+        return "slurm-bed"
     return GROUPS.get(module, module)
 
 

@@ -37,6 +37,7 @@ CONTEXT: dict[str, Any] = {
     "trtsweep_triton_container_image": None,
     "trtsweep_server_lease_ttl": 20,
     "trtsweep_gpus": None,
+    "trtsweep_slurm_job": None,
 }
 # what the earlier stages made (download, quantize, build, serve), as the later stages read it
 MADE: dict[str, Any] = {

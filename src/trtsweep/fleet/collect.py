@@ -109,6 +109,7 @@ class Collector:
             "run_id": self.run_id, "sweep": self.plan["sweep"], "journal_dir": folder, "lease_file": lease_file,
             "settings": settings, "inputs": {},
             "lanes": [{"name": lane["name"], "host": self.host, "ports": lane["ports"],
+                       "gpus": lane.get("gpus") or [],
                        "points": [self.points[pid] for pid in lane["points"] if pid not in self.finished]}
                       for lane in self.lanes],
         }  # fmt: skip
@@ -149,7 +150,8 @@ class Collector:
         if point is None or point["id"] in self.finished:  # a line read again after a failed poll: done already
             return
         if kind == "start" and point["id"] not in self.states:
-            status.begin(self.results_dir, point, self.run_id, status.now())
+            where = {key: event[key] for key in ("gpus", "slurm") if key in event}  # a Slurm step's binding
+            status.begin(self.results_dir, point, self.run_id, status.now(), where)
             self.progress[lane] = {"point": point["id"], "stage": status.STAGES[0], "since": event["t"]}
             self.states[point["id"]] = {"state": "running", "stage": status.STAGES[0], "lane": lane, "host": self.host}
         elif kind == "stage":

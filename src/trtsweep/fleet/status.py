@@ -186,9 +186,11 @@ def write(results_dir: Path, record: dict[str, Any]) -> Path:
     return path
 
 
-def begin(results_dir: Path, point: dict[str, Any], run_id: str, started_at: str) -> dict[str, Any]:
+def begin(results_dir: Path, point: dict[str, Any], run_id: str, started_at: str,
+          where: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """Clear the point's controller directory (nothing of an earlier run may pass as this one's) and
-    record it as running."""
+    record it as running; `where`: what its host said on starting it (the GPUs its Slurm step was bound, the job,
+    step and node), over the plan's."""
     point_dir = results_dir / point["id"]
     if point_dir.exists():
         shutil.rmtree(point_dir)
@@ -209,6 +211,7 @@ def begin(results_dir: Path, point: dict[str, Any], run_id: str, started_at: str
         "trtsweep": describe(),
         "started_at": started_at,
         "finished_at": None,
+        **(where or {}),
     }
     write(results_dir, record)
     return record

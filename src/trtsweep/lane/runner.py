@@ -29,7 +29,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import FrameType
@@ -40,6 +39,7 @@ from trtsweep.common.procs import die_with_parent, start_ticks
 from trtsweep.lane import journal
 from trtsweep.lane.point import PointRun
 from trtsweep.lane.spec import HostSpec
+from trtsweep.lane.step import lane_argv, on_step_gpus, step_gpus, step_record
 from trtsweep.serve import supervisor
 
 POLL_S = 0.5
@@ -78,7 +78,7 @@ def _failed_at_preflight(point: dict, why: str) -> dict:
 def run_lane(spec: HostSpec, name: str) -> int:
     """Run the lane's points one after the other, journaling each; start none once the lease lapsed or a stop signal
     came."""
-    lane = spec.lane(name)
+    lane = on_step_gpus(spec.lane(name), step_gpus())
     path = spec.journal(name)
     host = lane.get("host") or socket.gethostname()
     watch = LeaseWatch(spec.lease_file, float(spec.settings["trtsweep_server_lease_ttl"]))
@@ -87,7 +87,7 @@ def run_lane(spec: HostSpec, name: str) -> int:
         for point in lane["points"]:
             if _signalled or watch.lapsed():
                 break
-            journal.append(path, {"event": "start", "point": point["id"]})
+            journal.append(path, {"event": "start", "point": point["id"], **step_record(point)})
             end = _failed_at_preflight(point, busy) if busy else PointRun(spec, point, path, host).run()
             journal.append(path, end)
     journal.append(path, {"event": "lane_end"})
@@ -108,8 +108,8 @@ def _terminate(children: list[subprocess.Popen[bytes]]) -> None:
             child.wait()
 
 
-def _start_lane(spec_file: Path, name: str, parent: int) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "trtsweep.lane", str(spec_file), "--lane", name]
+def _start_lane(spec: HostSpec, spec_file: Path, lane: dict, parent: int) -> subprocess.Popen[bytes]:
+    argv = lane_argv(spec, spec_file, lane)
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=lambda: die_with_parent(parent, signal.SIGTERM))
 
 
@@ -119,7 +119,7 @@ def _run_lanes(spec_file: Path) -> None:
     me = os.getpid()
     atomic_write_text(spec.journal_dir / journal.RUNNER_FILE, json.dumps({"pid": me, "ticks": start_ticks(me)}))
     watch = LeaseWatch(spec.lease_file, float(spec.settings["trtsweep_server_lease_ttl"]) + LANE_MARGIN_S)
-    children = [_start_lane(spec_file, lane["name"], me) for lane in spec.lanes]
+    children = [_start_lane(spec, spec_file, lane, me) for lane in spec.lanes]
     try:
         while any(child.poll() is None for child in children):
             why = watch.lapsed()

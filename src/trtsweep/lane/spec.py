@@ -1,7 +1,7 @@
 """What the controller hands a host: its lanes, their points and the settings the stages read (one JSON file).
 
     {"run_id", "sweep", "journal_dir", "lease_file", "settings": {...}, "inputs": {sweep path: host path},
-     "lanes": [{"name", "ports": {...}, "points": [placed point, ...]}, ...]}
+     "lanes": [{"name", "host", "gpus": [...], "ports": {...}, "points": [placed point, ...]}, ...]}
 
 `settings` are the role variables of the host (hf_download_*, quantize_*, trtllm_build_*, triton_repo_*, triton_serve_*,
 llm_perf_*: each role's default unless the inventory sets it) and the trtsweep_* variables the stages read; the
@@ -21,7 +21,7 @@ from trtsweep.errors import TrtsweepError
 TRTSWEEP_SETTINGS = (
     "trtsweep_work_dir", "trtsweep_cache_dir", "trtsweep_hf_cache_dir", "trtsweep_hf_offline",
     "trtsweep_triton_runtime", "trtsweep_triton_bind_address", "trtsweep_triton_container_image",
-    "trtsweep_server_lease_ttl", "trtsweep_gpus",
+    "trtsweep_server_lease_ttl", "trtsweep_gpus", "trtsweep_slurm_job",
 )  # fmt: skip
 ROLES = ("hf_download", "quantize", "trtllm_build", "triton_repo", "triton_serve", "llm_perf")
 

@@ -1,0 +1,88 @@
+"""Where a lane runs on Slurm: a step of the run's job on its node (`srun --jobid=J --exact`), the GPUs Slurm bound to
+it, and what a point's record says of it. The host runner starts each lane through `lane_argv`; off Slurm (the host
+spec names no job) a lane is the host's own process, as before.
+
+A step asks for the lane's GPU count (`--gres=gpu:K`) and Slurm picks which of the job's GPUs on the node: the lane
+moves its points onto them (`on_step_gpus`, the planned GPUs taken in order), so the server is given, and checked
+against, what Slurm bound. pyxis's flags (`--container-image`, `--container-mounts`) go on the step where the lane
+runs in a container.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.lane.spec import HostSpec
+
+
+def step_argv(job_id: str, node: str, gpus: int, name: str, argv: Sequence[str],
+              container: Mapping[str, Any] | None = None) -> list[str]:  # fmt: skip
+    """`srun` of `argv` as one step of the job on `node` with `gpus` of the job's GPUs there (`--exact`: only what
+    it asks for, so the node's other lanes run beside it), named `name`; `container`: pyxis's flags (image,
+    mounts)."""
+    out = ["srun", f"--jobid={job_id}", "--exact", f"--nodelist={node}", "--nodes=1", "--ntasks=1",
+           f"--job-name={name}", "--export=ALL"]  # fmt: skip
+    if gpus:
+        out.append(f"--gres=gpu:{gpus}")
+    if container:
+        out += [f"--container-image={container['image']}", "--no-container-entrypoint"]
+        if container.get("mounts"):
+            out.append("--container-mounts=" + ",".join(f"{m}:{m}" for m in container["mounts"]))
+    return [*out, *argv]
+
+
+def step_gpus(environ: Mapping[str, str] | None = None) -> list[int] | None:
+    """The GPUs Slurm bound to the step this process runs in (SLURM_STEP_GPUS, else CUDA_VISIBLE_DEVICES inside a
+    step); None outside a step."""
+    env = os.environ if environ is None else environ
+    if "SLURM_STEP_ID" not in env:
+        return None
+    text = env.get("SLURM_STEP_GPUS") or env.get("CUDA_VISIBLE_DEVICES") or ""
+    return [int(i) for i in text.split(",") if i.strip().isdigit()]
+
+
+def lane_argv(spec: HostSpec, spec_file: Path, lane: dict) -> list[str]:
+    """The lane's command: on Slurm (the host spec names the job), a step of the job on this node with the lane's
+    GPU count (`srun --exact`: Slurm binds which), else the lane itself."""
+    argv = [sys.executable, "-m", "trtsweep.lane", str(spec_file), "--lane", lane["name"]]
+    job = spec.settings.get("trtsweep_slurm_job")
+    if not job:
+        return argv
+    name = f"trtsweep-{spec.sweep}-{lane['name']}"
+    return step_argv(str(job), lane["host"], len(lane.get("gpus") or []), name, argv)
+
+
+def on_step_gpus(lane: dict, bound: list[int] | None) -> dict:
+    """The lane with its points' GPUs moved onto those Slurm bound to its step (`bound`, in order; None: not in a
+    step), the lane's planned GPUs taken in the same order."""
+    planned = sorted(lane.get("gpus") or [])
+    if bound is None or not planned:
+        return lane
+    if len(bound) != len(planned):
+        raise TrtsweepError(f"lane {lane['name']}: its step was bound GPU(s) {bound}, it needs {len(planned)}")
+    moved = dict(zip(planned, sorted(bound), strict=True))
+    points = [
+        {
+            **p,
+            "gpus": [moved[g] for g in p.get("gpus") or []],
+            "visible_devices": ",".join(str(moved[g]) for g in p.get("gpus") or []),
+        }
+        for p in lane["points"]
+    ]
+    return {**lane, "gpus": [moved[g] for g in planned], "points": points}
+
+
+def step_record(point: dict) -> dict:
+    """What a point's start says of its Slurm step (none outside one): the GPUs it was bound and the job, step and
+    node, for its record."""
+    env = os.environ
+    if "SLURM_STEP_ID" not in env:
+        return {}
+    return {"gpus": list(point.get("gpus") or []),
+            "slurm": {"job_id": env.get("SLURM_JOB_ID"), "step_id": env.get("SLURM_STEP_ID"),
+                      "node": env.get("SLURMD_NODENAME")}}  # fmt: skip
