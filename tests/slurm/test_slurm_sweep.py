@@ -6,23 +6,38 @@ sleep-bound stand-in server (benchmarks/standin_tritonserver.py): what is tested
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.conftest import ROOT, free_block
-from tests.integration.standin_run import playbook_argv, playbook_env, write_run
+from tests.integration.standin_run import all_gone, playbook_argv, playbook_env, write_run
+from trtsweep.fleet.slurm import GRANTED
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e, pytest.mark.timeout(600)]
 GPUS_PER_NODE = 2  # of each node's 4: the job's GRES
 
 
-def slurm_inventory(tmp_path: Path, cluster) -> Path:
-    """The nodes' connection and ports (all three run on this machine: each its own ports); no trtsweep_hosts."""
+def slurm_run(tmp_path: Path, cluster, slurm: dict, load_s: float = 0.5, token_ms: float = 5.0,
+              num_requests: int = 8) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+    """(argv, environment) of `ansible-playbook sweep.yml` with three stand-in points on the cluster: the inventory
+    names no host, only `trtsweep_slurm` (`slurm`), and each node's connection and ports (all three run on this
+    machine: each its own ports)."""
+    extravars = write_run(tmp_path, "slurm", load_s, 20, token_ms=token_ms, points=3)
+    values = yaml.safe_load(extravars.read_text())
+    for key in ("trtsweep_triton_http_port", "trtsweep_triton_grpc_port", "trtsweep_triton_metrics_port"):
+        del values[key]  # each node's own (the inventory's): extra vars would give all three the same
+    values["trtsweep_gpus"] = cluster.gpus_per_node  # each node's GPUs; the job has GPUS_PER_NODE of them
+    values["trtsweep_sweep"]["benchmark"]["num_requests"] = num_requests
+    extravars.write_text(yaml.safe_dump(values))
     nodes, block = {}, free_block(3 * len(cluster.nodes))
     for number, name in enumerate(cluster.nodes):
         base = block + 3 * number
@@ -30,23 +45,17 @@ def slurm_inventory(tmp_path: Path, cluster) -> Path:
                        "trtsweep_triton_http_port": base, "trtsweep_triton_grpc_port": base + 1,
                        "trtsweep_triton_metrics_port": base + 2}  # fmt: skip
     inventory = tmp_path / "slurm.yml"
-    inventory.write_text(yaml.safe_dump({"all": {
-        "vars": {"trtsweep_slurm": {"allocate": {"nodes": len(cluster.nodes), "gpus_per_node": GPUS_PER_NODE,
-                                                 "time": "10"}}},
-        "children": {"trtsweep_slurm_nodes": {"hosts": nodes}}}}))  # fmt: skip
-    return inventory
+    inventory.write_text(yaml.safe_dump({"all": {"vars": {"trtsweep_slurm": slurm},
+                                                 "children": {"trtsweep_slurm_nodes": {"hosts": nodes}}}}))  # fmt: skip
+    return [*playbook_argv(extravars), "-i", str(inventory)], {**playbook_env(), **cluster.env()}
+
+
+OWN = {"allocate": {"nodes": 3, "gpus_per_node": GPUS_PER_NODE, "time": "10"}}
 
 
 def test_a_sweep_on_its_own_allocation_runs_each_lane_as_a_step_on_the_gpus_slurm_bound(tmp_path, slurm_cluster):
-    extravars = write_run(tmp_path, "slurm", 0.5, 20, points=3)
-    values = yaml.safe_load(extravars.read_text())
-    for key in ("trtsweep_triton_http_port", "trtsweep_triton_grpc_port", "trtsweep_triton_metrics_port"):
-        del values[key]  # each node's own (the inventory's): extra vars would give all three the same
-    values["trtsweep_gpus"] = slurm_cluster.gpus_per_node  # each node's GPUs; the job has GPUS_PER_NODE of them
-    extravars.write_text(yaml.safe_dump(values))
-    done = subprocess.run([*playbook_argv(extravars), "-i", str(slurm_inventory(tmp_path, slurm_cluster))], cwd=ROOT,
-                          env={**playbook_env(), **slurm_cluster.env()}, capture_output=True, text=True,
-                          timeout=500)  # fmt: skip
+    argv, env = slurm_run(tmp_path, slurm_cluster, OWN)
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=500)
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-2000:]
     results = tmp_path / "results" / "slurm"
     records = [json.loads(p.read_text()) for p in sorted(results.glob("*/status.json"))]
@@ -59,3 +68,52 @@ def test_a_sweep_on_its_own_allocation_runs_each_lane_as_a_step_on_the_gpus_slur
     for record in records:
         assert len(record["gpus"]) == 1 and record["gpus"][0] in range(GPUS_PER_NODE), record  # the job's (IDX 0-1)
     assert slurm_cluster.jobs() == []  # the run's allocation released at its end
+
+
+def test_an_allocation_that_exists_is_used_and_kept(tmp_path, slurm_cluster):
+    granted = slurm_cluster.run("salloc", "--no-shell", "--nodes=3", "--ntasks-per-node=2",
+                                f"--gres=gpu:{GPUS_PER_NODE}", "--time=10", "--job-name=given")  # fmt: skip
+    job = GRANTED.search(granted.stderr).group(1)
+    try:
+        argv, env = slurm_run(tmp_path, slurm_cluster, {"job_id": int(job)})
+        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=500)
+        assert done.returncode == 0, done.stdout[-5000:]
+        records = [json.loads(p.read_text()) for p in sorted((tmp_path / "results" / "slurm").glob("*/status.json"))]
+        assert {r["slurm"]["job_id"] for r in records} == {job} and [r["status"] for r in records] == ["ok"] * 3
+        assert [j["job_id"] for j in slurm_cluster.jobs()] == [int(job)]  # still running: not the run's to release
+    finally:
+        slurm_cluster.run("scancel", job)
+
+
+@pytest.mark.fault(
+    "Ctrl-C of a run on its own Slurm allocation mid-benchmark",
+    "the lanes' steps and the allocation are gone within seconds",
+)
+def test_an_interrupted_run_leaves_no_step_and_no_allocation(tmp_path, slurm_cluster):
+    argv, env = slurm_run(tmp_path, slurm_cluster, OWN, token_ms=200, num_requests=40)  # a benchmark of ~2 min
+    run = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        while not (steps(slurm_cluster) and list((tmp_path / "work").glob("slurm/*/runs/*/results/triton_server.log"))):
+            assert run.poll() is None and time.monotonic() < deadline, "no lane step served"
+            time.sleep(0.5)
+        time.sleep(2)
+        os.killpg(run.pid, signal.SIGINT)
+        start = time.monotonic()
+        while slurm_cluster.jobs() or steps(slurm_cluster):
+            assert time.monotonic() - start < 60, (slurm_cluster.jobs(), steps(slurm_cluster))
+            time.sleep(0.5)
+        print(f"no step and no allocation {time.monotonic() - start:.1f} s after the interrupt")
+        took = all_gone(str(tmp_path), 60)  # nor a server, lane or runner of the run
+        print(f"no process of the run {time.monotonic() - start:.1f} s after the interrupt ({took:.1f} s more)")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+
+
+def steps(cluster) -> list[str]:
+    """The cluster's running steps (squeue -s), but each job's extern and batch steps."""
+    out = cluster.run("squeue", "-h", "-s", "-o", "%i").stdout.split()
+    return [s for s in out if not s.endswith((".extern", ".batch"))]

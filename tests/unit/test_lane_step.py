@@ -1,0 +1,53 @@
+"""Where a lane runs on Slurm (trtsweep.lane.step): its command is a step of the run's job on its node asking for
+the lane's GPU count, its points move onto the GPUs Slurm bound to the step, and a point's start names the step.
+The real thing runs in tests/slurm; these pin the mapping."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from trtsweep.errors import TrtsweepError
+from trtsweep.lane.spec import HostSpec
+from trtsweep.lane.step import lane_argv, on_step_gpus, step_argv, step_gpus
+
+LANE = {"name": "n1-0", "host": "n1", "gpus": [4, 5], "ports": {},
+        "points": [{"id": "a", "gpus": [4], "visible_devices": "4"}, {"id": "b", "gpus": [4, 5]}]}  # fmt: skip
+
+
+def spec(job: str | None) -> HostSpec:
+    return HostSpec(run_id="r", sweep="s", journal_dir=Path("/j"), lease_file=Path("/l"),
+                    settings={"trtsweep_slurm_job": job}, inputs={}, lanes=[LANE])  # fmt: skip
+
+
+def test_a_lane_on_slurm_is_a_step_of_the_job_on_its_node_with_its_gpu_count():
+    argv = lane_argv(spec("77"), Path("/j/spec.json"), LANE)
+    assert argv[:9] == ["srun", "--jobid=77", "--exact", "--nodelist=n1", "--nodes=1", "--ntasks=1",
+                        "--job-name=trtsweep-s-n1-0", "--export=ALL", "--gres=gpu:2"]  # fmt: skip
+    lane = [sys.executable, "-m", "trtsweep.lane", "/j/spec.json", "--lane", "n1-0"]
+    assert argv[9:] == lane
+    assert lane_argv(spec(None), Path("/j/spec.json"), LANE) == lane  # off Slurm: the lane itself
+    with_image = step_argv("77", "n1", 0, "x", ["true"], {"image": "/sq/trt.sqsh", "mounts": ["/models"]})
+    assert "--gres=gpu:0" not in with_image and with_image[-4:] == [
+        "--container-image=/sq/trt.sqsh",
+        "--no-container-entrypoint",
+        "--container-mounts=/models:/models",
+        "true",
+    ]
+
+
+def test_a_lanes_points_move_onto_the_gpus_its_step_was_bound():
+    moved = on_step_gpus(LANE, [1, 0])
+    assert moved["gpus"] == [0, 1]
+    assert [(p["gpus"], p["visible_devices"]) for p in moved["points"]] == [([0], "0"), ([0, 1], "0,1")]
+    assert on_step_gpus(LANE, None) is LANE  # not in a step: as planned
+    with pytest.raises(TrtsweepError, match=r"^lane n1-0: its step was bound GPU\(s\) \[3\], it needs 2$"):
+        on_step_gpus(LANE, [3])
+
+
+def test_the_steps_gpus_are_slurms_inside_a_step_only():
+    assert step_gpus({"CUDA_VISIBLE_DEVICES": "0"}) is None
+    assert step_gpus({"SLURM_STEP_ID": "3", "SLURM_STEP_GPUS": "2,3", "CUDA_VISIBLE_DEVICES": "0,1"}) == [2, 3]
+    assert step_gpus({"SLURM_STEP_ID": "3", "CUDA_VISIBLE_DEVICES": "1"}) == [1]
