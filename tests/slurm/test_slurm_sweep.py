@@ -117,3 +117,68 @@ def steps(cluster) -> list[str]:
     """The cluster's running steps (squeue -s), but each job's extern and batch steps."""
     out = cluster.run("squeue", "-h", "-s", "-o", "%i").stdout.split()
     return [s for s in out if not s.endswith((".extern", ".batch"))]
+
+
+@pytest.mark.fault(
+    "scancel of one lane's step mid-benchmark (Slurm ends the step)",
+    "its point is lost with Slurm's word as the cause, the other lanes' points ok; the rerun runs it",
+)
+def test_a_cancelled_step_loses_its_point_with_slurms_word_and_the_rerun_runs_it(tmp_path, slurm_cluster):
+    argv, env = slurm_run(tmp_path, slurm_cluster, OWN, token_ms=40, num_requests=40)  # benchmarks of ~30 s
+    run = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        served = "slurm/*/runs/*/results/triton_server.log"
+        while len(steps(slurm_cluster)) < 3 or len(list((tmp_path / "work").glob(served))) < 3:
+            assert run.poll() is None and time.monotonic() < deadline, "the lanes' steps did not all serve"
+            time.sleep(0.5)
+        time.sleep(3)  # benchmarking
+        victim = steps(slurm_cluster)[0]
+        slurm_cluster.run("scancel", victim)
+        out, _ = run.communicate(timeout=300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode != 0, out[-3000:]
+    records = {r["point"]: r for r in (json.loads(p.read_text()) for p in (tmp_path / "results" / "slurm").glob(
+        "*/status.json"))}  # fmt: skip
+    lost = [r for r in records.values() if r["status"] != "ok"]
+    assert len(lost) == 1 and lost[0]["status"] == "lost", [(r["point"], r["status"], r["cause"]) for r in lost]
+    job, step = victim.split(".")
+    assert lost[0]["cause"].startswith(f"Slurm: STEP {job}.{step} ON {lost[0]['host']} CANCELLED AT "), lost[0]
+    rerun = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stdout[-4000:]
+    again = json.loads((tmp_path / "results" / "slurm" / lost[0]["point"] / "status.json").read_text())
+    assert again["status"] == "ok" and again["run_id"] != lost[0]["run_id"]
+    assert slurm_cluster.jobs() == []
+
+
+@pytest.mark.fault("a node of the allocation set down mid-benchmark (scontrol update state=down)",
+                   "the run ends within a minute, its unfinished points lost with Slurm's word, nothing left")
+def test_a_node_set_down_ends_the_run_in_bounded_time_with_slurms_word(tmp_path, slurm_cluster):
+    argv, env = slurm_run(tmp_path, slurm_cluster, OWN, token_ms=200, num_requests=40)  # benchmarks of ~2 min
+    run = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)  # fmt: skip
+    node = slurm_cluster.nodes[1]
+    try:
+        deadline = time.monotonic() + 180
+        served = "slurm/*/runs/*/results/triton_server.log"
+        while len(steps(slurm_cluster)) < 3 or len(list((tmp_path / "work").glob(served))) < 3:
+            assert run.poll() is None and time.monotonic() < deadline, "the lanes' steps did not all serve"
+            time.sleep(0.5)
+        time.sleep(3)  # benchmarking
+        slurm_cluster.run("scontrol", "update", f"nodename={node}", "state=down", "reason=trtsweep-test")
+        downed = time.monotonic()
+        out, _ = run.communicate(timeout=120)
+        print(f"the run ended {time.monotonic() - downed:.1f} s after {node} went down")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+        slurm_cluster.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
+    assert run.returncode != 0
+    records = [json.loads(p.read_text()) for p in (tmp_path / "results" / "slurm").glob("*/status.json")]
+    assert {r["status"] for r in records} == {"lost"}, [(r["point"], r["status"]) for r in records]
+    assert all(r["cause"].startswith("Slurm: ") for r in records), [r["cause"] for r in records]
+    assert slurm_cluster.jobs() == []
+    all_gone(str(tmp_path), 30)

@@ -11,7 +11,7 @@ import pytest
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.lane.spec import HostSpec
-from trtsweep.lane.step import lane_argv, on_step_gpus, step_argv, step_gpus
+from trtsweep.lane.step import lane_argv, lost_cause, on_step_gpus, step_argv, step_gpus
 
 LANE = {"name": "n1-0", "host": "n1", "gpus": [4, 5], "ports": {},
         "points": [{"id": "a", "gpus": [4], "visible_devices": "4"}, {"id": "b", "gpus": [4, 5]}]}  # fmt: skip
@@ -51,3 +51,20 @@ def test_the_steps_gpus_are_slurms_inside_a_step_only():
     assert step_gpus({"CUDA_VISIBLE_DEVICES": "0"}) is None
     assert step_gpus({"SLURM_STEP_ID": "3", "SLURM_STEP_GPUS": "2,3", "CUDA_VISIBLE_DEVICES": "0,1"}) == [2, 3]
     assert step_gpus({"SLURM_STEP_ID": "3", "CUDA_VISIBLE_DEVICES": "1"}) == [1]
+
+
+@pytest.mark.parametrize(("output", "cause"), [
+    ("srun: Job step aborted: Waiting up to 7 seconds for job step to finish.\n"
+     "slurmstepd: error: *** STEP 12.3 ON n1 CANCELLED AT 2026-11-29T13:40:00 ***\n",
+     "Slurm: STEP 12.3 ON n1 CANCELLED AT 2026-11-29T13:40:00"),
+    ("slurmstepd: error: *** JOB 12 ON n2 CANCELLED AT 2026-11-29T14:00:00 DUE TO TIME LIMIT ***\n",
+     "Slurm: JOB 12 ON n2 CANCELLED AT 2026-11-29T14:00:00 DUE TO TIME LIMIT"),
+    ("slurmstepd: error: *** JOB 12 ON n2 CANCELLED AT 2026-11-29T14:00:00 DUE TO PREEMPTION ***\n",
+     "Slurm: JOB 12 ON n2 CANCELLED AT 2026-11-29T14:00:00 DUE TO PREEMPTION"),
+])  # fmt: skip
+def test_a_lost_steps_cause_is_slurms_own_word(output, cause):
+    assert lost_cause(output, "12", 143) == cause
+
+
+def test_a_node_failure_is_named_though_srun_exits_0():
+    assert lost_cause("srun: error: Node failure on n2\n", "12", 0).startswith("Slurm: Node failure on n2")

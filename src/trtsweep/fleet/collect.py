@@ -142,6 +142,13 @@ class Collector:
             self.ended_lanes.add(lane)
             self.progress[lane] = {}
             return
+        if kind == "lane_lost":  # its Slurm step ended first: its unfinished points are lost with Slurm's word
+            self.ended_lanes.add(lane)
+            self.progress[lane] = {}
+            record = {"host": self.host, "lane": lane, "cause": str(event.get("why")), "run_id": self.run_id}
+            atomic_write_text(self.results_dir / RUN_FOLDER / f"lane-{host_file_name(self.host)}-{lane}.json",
+                              json.dumps(record))  # fmt: skip
+            return
         if kind == "broken":
             self._warn(lane, f"{self.host}: a broken line of journal {lane} (byte {event.get('offset')}) was "
                              f"skipped: {event.get('text', '')!r}")  # fmt: skip

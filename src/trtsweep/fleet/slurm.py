@@ -31,12 +31,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from trtsweep.errors import TrtsweepError
+from trtsweep.lane.step import job_state
 
 GRANTED = re.compile(r"Granted job allocation (\d+)")
 # `scontrol show job -d -o`: one "Nodes=<hostlist> CPU_IDs=... Mem=... GRES=<gres>" group per node layout
 NODE_LAYOUT = re.compile(r"\bNodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)")
 GPU_INDICES = re.compile(r"gpu(?::[^:(,]+)?:\d+\(IDX:([0-9,\-]+)\)")
-TIMEOUT_S = 60.0
+TIMEOUT_S = 60.0  # a Slurm client command
 ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
          "DEADLINE")  # fmt: skip
 
@@ -183,14 +184,6 @@ def _indices(text: str) -> list[int]:
 def release(job_id: str) -> None:
     """End the job (its steps with it)."""
     _slurm(["scancel", job_id], f"scancel {job_id}")
-
-
-def job_state(job_id: str) -> str:
-    """The job's state as Slurm says it (RUNNING, TIMEOUT, ...); GONE where Slurm no longer knows it."""
-    done = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, check=False,
-                          timeout=TIMEOUT_S)  # fmt: skip
-    found = re.search(r"\bJobState=(\S+)", done.stdout)
-    return found.group(1) if found else "GONE"
 
 
 def settings(value: Any) -> dict[str, Any]:

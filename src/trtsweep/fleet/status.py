@@ -321,7 +321,8 @@ def outcome(
             records.append(record)
             continue
         started = record is not None and record.get("run_id") == run_id
-        reason = lost_reasons.get(point["host"]) or f"host {point['host']} stopped running the sweep"
+        reason = (lost_reasons.get(f"{point['host']}/{point.get('lane')}") or lost_reasons.get(point["host"])
+                  or f"host {point['host']} stopped running the sweep")  # fmt: skip
         stage = record.get("stage") if started and record else None
         cause = f"{reason} (during stage {stage})" if stage else f"{reason} (before the point started)"
         lost = {
@@ -351,14 +352,16 @@ def run_events(results_dir: Path, run_id: str) -> dict[str, Any]:
 
 
 def lost_reasons(results_dir: Path, run_id: str) -> dict[str, str]:
-    """Host -> why it went away: unreachable, from the run's events file, or its lane runner ended early, from the
-    collector's record of it in the run folder (empty when there is neither)."""
+    """Host (or "host/lane") -> why it went away: unreachable, from the run's events file, or its lane runner ended
+    early (a lane: its Slurm step ended first), from the collector's records in the run folder (empty when there is
+    none)."""
     reasons = {}
-    for path in sorted((results_dir / ".run").glob("runner-*.json")):
+    for path in sorted([*(results_dir / ".run").glob("runner-*.json"), *(results_dir / ".run").glob("lane-*.json")]):
         try:
             record = json.loads(path.read_text())
             if record["run_id"] == run_id:
-                reasons[record["host"]] = record["cause"]
+                where = f"{record['host']}/{record['lane']}" if "lane" in record else record["host"]
+                reasons[where] = record["cause"]
         except (OSError, ValueError, KeyError, TypeError):
             continue
     unreachable = run_events(results_dir, run_id).get("unreachable", {})

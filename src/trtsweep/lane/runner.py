@@ -39,7 +39,7 @@ from trtsweep.common.procs import die_with_parent, start_ticks
 from trtsweep.lane import journal
 from trtsweep.lane.point import PointRun
 from trtsweep.lane.spec import HostSpec
-from trtsweep.lane.step import lane_argv, on_step_gpus, step_gpus, step_record
+from trtsweep.lane.step import lane_argv, lost_cause, on_step_gpus, step_gpus, step_record
 from trtsweep.serve import supervisor
 
 POLL_S = 0.5
@@ -109,8 +109,43 @@ def _terminate(children: list[subprocess.Popen[bytes]]) -> None:
 
 
 def _start_lane(spec: HostSpec, spec_file: Path, lane: dict, parent: int) -> subprocess.Popen[bytes]:
+    """The lane's process; on Slurm its step's output (the lane's and srun's, slurmstepd's word on how it ended)
+    goes to the lane's step log."""
     argv = lane_argv(spec, spec_file, lane)
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=lambda: die_with_parent(parent, signal.SIGTERM))
+    out = step_log(spec, lane["name"]).open("ab") if spec.settings.get("trtsweep_slurm_job") else None
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                preexec_fn=lambda: die_with_parent(parent, signal.SIGTERM))  # fmt: skip
+    finally:
+        if out is not None:
+            out.close()
+
+
+def step_log(spec: HostSpec, lane: str) -> Path:
+    return spec.journal_dir / f"{lane}.step.log"
+
+
+def _lost_lanes(spec: HostSpec, children: list[subprocess.Popen[bytes]], told: set[str]) -> None:
+    """A lane whose Slurm step ended before the lane did (cancelled, time limit, preemption, node failure; srun
+    exits 0 after a node failure, so any status counts): its journal says so with Slurm's word, once (`told`), so
+    its points are lost with that cause."""
+    job = spec.settings.get("trtsweep_slurm_job")
+    for lane, child in zip(spec.lanes, children, strict=True):
+        status = child.poll()
+        if not job or status is None or lane["name"] in told or _lane_ended(spec.journal(lane["name"])):
+            continue
+        told.add(lane["name"])
+        output = step_log(spec, lane["name"]).read_text(errors="replace")
+        journal.append(spec.journal(lane["name"]), {"event": "lane_lost", "why": lost_cause(output, str(job), status)})
+
+
+def _lane_ended(path: Path) -> bool:
+    with contextlib.suppress(OSError):
+        for line in path.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                if json.loads(line).get("event") == "lane_end":
+                    return True
+    return False
 
 
 def _run_lanes(spec_file: Path) -> None:
@@ -120,8 +155,10 @@ def _run_lanes(spec_file: Path) -> None:
     atomic_write_text(spec.journal_dir / journal.RUNNER_FILE, json.dumps({"pid": me, "ticks": start_ticks(me)}))
     watch = LeaseWatch(spec.lease_file, float(spec.settings["trtsweep_server_lease_ttl"]) + LANE_MARGIN_S)
     children = [_start_lane(spec, spec_file, lane, me) for lane in spec.lanes]
+    told: set[str] = set()
     try:
         while any(child.poll() is None for child in children):
+            _lost_lanes(spec, children, told)
             why = watch.lapsed()
             if why:
                 print(f"{why}: stopping the lanes", flush=True)
@@ -129,6 +166,7 @@ def _run_lanes(spec_file: Path) -> None:
             time.sleep(POLL_S)
     finally:
         _terminate(children)
+        _lost_lanes(spec, children, told)
 
 
 def run_host(spec_file: Path) -> int:

@@ -11,6 +11,8 @@ runs in a container.
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,6 +20,10 @@ from typing import Any
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.lane.spec import HostSpec
+
+# slurmstepd's word on a step it ended, in the step's output: "*** STEP 12.0 ON n1 CANCELLED AT <time> ***", "*** JOB
+# 12 ON n1 CANCELLED AT <time> DUE TO TIME LIMIT ***", "... DUE TO PREEMPTION ***", "... DUE TO NODE FAILURE ..."
+SLURM_END = re.compile(r"\*\*\* ((?:STEP|JOB) \S+ ON \S+ CANCELLED AT \S+[^*]*?) \*\*\*")
 
 
 def step_argv(job_id: str, node: str, gpus: int, name: str, argv: Sequence[str],
@@ -86,3 +92,30 @@ def step_record(point: dict) -> dict:
     return {"gpus": list(point.get("gpus") or []),
             "slurm": {"job_id": env.get("SLURM_JOB_ID"), "step_id": env.get("SLURM_STEP_ID"),
                       "node": env.get("SLURMD_NODENAME")}}  # fmt: skip
+
+
+def job_state(job_id: str) -> str:
+    """The job's state as Slurm says it (RUNNING, TIMEOUT, ...); GONE where Slurm no longer knows it."""
+    try:
+        done = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True,
+                              check=False, timeout=60)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return "UNKNOWN"
+    found = re.search(r"\bJobState=(\S+)", done.stdout)
+    return found.group(1) if found else "GONE"
+
+
+def lost_cause(step_output: str, job_id: str, status: int) -> str:
+    """Why a lane's step ended before its lane did, in one line: Slurm's own word where the step's output has it
+    (slurmstepd's "*** STEP ... CANCELLED ... ***": cancelled, time limit, preemption; srun's "Node failure on n2",
+    after which srun exits 0), with the job's state when it no longer runs, else the step's exit status."""
+    said = SLURM_END.findall(step_output)
+    if said:
+        return f"Slurm: {said[-1]}"
+    state = job_state(job_id)
+    errors = [line.split("srun: error: ", 1)[1] for line in step_output.splitlines() if "srun: error: " in line]
+    if errors:
+        return f"Slurm: {errors[-1]}" + (f" (job {job_id} {state})" if state != "RUNNING" else "")
+    if state != "RUNNING":
+        return f"Slurm: job {job_id} is {state}"
+    return f"its Slurm step (job {job_id}) ended with status {status} before its lane did"
