@@ -7,6 +7,7 @@ sleep-bound stand-in server (benchmarks/standin_tritonserver.py): what is tested
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import os
 import signal
@@ -67,6 +68,9 @@ def test_a_sweep_on_its_own_allocation_runs_each_lane_as_a_step_on_the_gpus_slur
     assert len({(r["slurm"]["node"], r["slurm"]["step_id"]) for r in records}) == 3
     for record in records:
         assert len(record["gpus"]) == 1 and record["gpus"][0] in range(GPUS_PER_NODE), record  # the job's (IDX 0-1)
+    with (results / "results.csv").open() as handle:  # results.csv names each point's step
+        rows = {row["point"]: row["slurm_step"] for row in csv.DictReader(handle)}
+    assert rows == {r["point"]: f"{r['slurm']['job_id']}.{r['slurm']['step_id']}" for r in records}
     assert slurm_cluster.jobs() == []  # the run's allocation released at its end
 
 
@@ -154,13 +158,15 @@ def test_a_cancelled_step_loses_its_point_with_slurms_word_and_the_rerun_runs_it
     assert slurm_cluster.jobs() == []
 
 
-@pytest.mark.fault("a node of the allocation set down mid-benchmark (scontrol update state=down)",
-                   "the run ends within a minute, its unfinished points lost with Slurm's word, nothing left")
+@pytest.mark.fault(
+    "a node of the allocation set down mid-benchmark (scontrol update state=down)",
+    "the run ends within a minute, its unfinished points lost with Slurm's word, nothing left",
+)
 def test_a_node_set_down_ends_the_run_in_bounded_time_with_slurms_word(tmp_path, slurm_cluster):
     argv, env = slurm_run(tmp_path, slurm_cluster, OWN, token_ms=200, num_requests=40)  # benchmarks of ~2 min
     run = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            start_new_session=True)  # fmt: skip
-    node = slurm_cluster.nodes[1]
+    node, out = slurm_cluster.nodes[1], ""
     try:
         deadline = time.monotonic() + 180
         served = "slurm/*/runs/*/results/triton_server.log"
@@ -176,7 +182,7 @@ def test_a_node_set_down_ends_the_run_in_bounded_time_with_slurms_word(tmp_path,
         with contextlib.suppress(ProcessLookupError):
             os.killpg(run.pid, signal.SIGKILL)
         slurm_cluster.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
-    assert run.returncode != 0
+    assert run.returncode != 0, out[-3000:]
     records = [json.loads(p.read_text()) for p in (tmp_path / "results" / "slurm").glob("*/status.json")]
     assert {r["status"] for r in records} == {"lost"}, [(r["point"], r["status"]) for r in records]
     assert all(r["cause"].startswith("Slurm: ") for r in records), [r["cause"] for r in records]

@@ -72,7 +72,8 @@ SETTINGS = ("model", "model_revision", "backend", "flow", "server", "config", "p
             "attention_dp", "moe_ep", "disaggregated")  # fmt: skip
 # not copied from point.json as they are
 OWN = ("model", "model_revision", "protocol", "flow", "server", "config", "workload", "disaggregated")
-WHERE = ("host", "gpus", "gpu_ids", "run_id", "settings_hash", "trtsweep", "trtsweep_build", "tensorrt_llm", "triton")
+WHERE = ("host", "gpus", "gpu_ids", "slurm_step", "run_id", "settings_hash", "trtsweep", "trtsweep_build",
+         "tensorrt_llm", "triton")  # fmt: skip
 TRUST = ("point_status", "server_identity_error")
 LOAD = ("concurrency", "replay_speed", "requests", "succeeded", "failed", "success_rate", "errors", "abandoned")
 THROUGHPUT = ("request_throughput", "output_token_throughput", "input_token_throughput", "output_tok_s_per_gpu",
@@ -156,6 +157,13 @@ def point_gpus(point: dict[str, Any], status: dict[str, Any]) -> list[Any]:
     return placed[:needs] if isinstance(needs, int) and not isinstance(needs, bool) and needs > 0 else placed
 
 
+def slurm_step(slurm: Any) -> str | None:
+    """JOB.STEP of the Slurm step the point ran in (None off Slurm)."""
+    if not isinstance(slurm, dict) or not slurm.get("job_id"):
+        return None
+    return f"{slurm['job_id']}.{slurm.get('step_id')}"
+
+
 def _point_columns(point_dir: Path, point: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     repo = read_json(point_dir / "repository.json") or {}
     gpus = point_gpus(point, status)
@@ -176,6 +184,7 @@ def _point_columns(point_dir: Path, point: dict[str, Any], status: dict[str, Any
         "host": status.get("host"),
         "gpus": len(gpus),
         "gpu_ids": ",".join(str(g) for g in gpus),
+        "slurm_step": slurm_step(status.get("slurm")),
         "run_id": status.get("run_id"),
         "settings_hash": status.get("settings_hash"),
         "trtsweep": built.get("version"),
