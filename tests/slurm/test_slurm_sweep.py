@@ -72,6 +72,17 @@ def test_a_sweep_on_its_own_allocation_runs_each_lane_as_a_step_on_the_gpus_slur
         rows = {row["point"]: row["slurm_step"] for row in csv.DictReader(handle)}
     assert rows == {r["point"]: f"{r['slurm']['job_id']}.{r['slurm']['step_id']}" for r in records}
     assert slurm_cluster.jobs() == []  # the run's allocation released at its end
+    # the handoff's sbatch script: its directives are ones this cluster takes (sbatch --test-only), for the point's GPU
+    bundle = tmp_path / "bundle"
+    made = subprocess.run([sys.executable, "-m", "trtsweep.cli", "handoff", str(results), "--out", str(bundle),
+                           "--image", "nvcr.io/nvidia/tritonserver:25.01-py3"], capture_output=True, text=True,
+                          env=env)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    (script,) = (bundle / "slurm").glob("*.sbatch")
+    assert "#SBATCH --gres=gpu:1\n" in script.read_text() and "srun \\\n  --container-image=" in script.read_text()
+    assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
+    tested = slurm_cluster.run("sbatch", "--test-only", "--time=5", str(script), check=False)
+    assert tested.returncode == 0 and "to start at" in tested.stderr, tested.stderr
 
 
 def test_an_allocation_that_exists_is_used_and_kept(tmp_path, slurm_cluster):

@@ -294,7 +294,8 @@ def test_the_bundles_text_files_come_from_its_templates(tmp_path, monkeypatch):
     out = tmp_path / "bundle"
     write_bundle(_results(tmp_path, "p1", 900.0, 2), "p1", out, base_dir=tmp_path)
     made_from = {"README.md": "README.md.j2", "launch/native.sh": "launch.sh.j2", "launch/container.sh": "launch.sh.j2",
-                 "build/build.sh": "build.sh.j2", "systemd/trtsweep-demo-p1.service": "unit.service.j2"}  # fmt: skip
+                 "build/build.sh": "build.sh.j2", "systemd/trtsweep-demo-p1.service": "unit.service.j2",
+                 "slurm/trtsweep-demo-p1.sbatch": "sbatch.sh.j2"}  # fmt: skip
     assert sorted(set(made_from.values())) == sorted(templates)
     for rel, template in made_from.items():
         assert (out / rel).read_text().endswith(f"# marked in {template}\n"), rel

@@ -48,9 +48,9 @@ from trtsweep.handoff.kubernetes import ROLE_SUFFIX, disagg_manifests, manifests
 from trtsweep.handoff.paths import DRAFT_VARIABLE, STORE_LAYOUT, repository, templated
 from trtsweep.handoff.readme import readme
 from trtsweep.handoff.render import shipped
-from trtsweep.handoff.scripts import build_script, launch_script, launch_scripts
+from trtsweep.handoff.scripts import build_script, launch_script, launch_scripts, sbatch_script
 from trtsweep.handoff.select import choose, read_json
-from trtsweep.handoff.server import OPTIONS_FILE, RENDER, STORE_OPTIONS, Serving, serving
+from trtsweep.handoff.server import OPTIONS_FILE, RENDER, STORE_OPTIONS, Serving, gpu_count, serving
 from trtsweep.handoff.smoke import prompts, smoke_command, sweep_base
 from trtsweep.handoff.units import service, unit
 from trtsweep.perf.export import headline
@@ -210,6 +210,7 @@ def write_bundle(
             manifest["container_limits"] = {"limits": ran.get("limits"), "notes": ran.get("notes") or []}
         written.update(launch_scripts(s, image, name, ran.get("limits") if ran else None))
         written[f"systemd/{name}.service"] = unit(point, s, name)
+        written[f"slurm/{name}.sbatch"] = sbatch_script(s, image, name, gpu_count(point))
         k8s_options = store_options if s.kind == "trtllm-serve" else None
         written.update(manifests(point, s, image, name, int(artifact_bytes or 0), k8s_options))
     base = base_dir or sweep_base(results_dir)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from trtsweep.handoff.paths import STORE
-from trtsweep.handoff.server import CONFIG_DIR, OPTIONS_FILE, PORTS, Serving
+from trtsweep.handoff.server import CONFIG_DIR, OPTIONS_FILE, PORTS, Serving, gpu_count
 
 if TYPE_CHECKING:
     from trtsweep.handoff.disagg import Server
@@ -153,7 +153,7 @@ def manifests(
     """k8s/<kind>.yaml -> its text; `options`: trtllm-serve's LLM API options (a ConfigMap), None for Triton. The
     volume claim asks for twice the artifacts (engine or checkpoint), at least 10 GiB."""
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "trtsweep"}
-    gpus = int(point.get("world_size") or 1) if point.get("gpus") or point.get("backend") == "tensorrtllm" else 0
+    gpus = gpu_count(point)
     scrape = {
         "prometheus.io/scrape": "true",
         "prometheus.io/port": str(PORTS["metrics"]),

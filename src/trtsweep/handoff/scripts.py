@@ -32,6 +32,17 @@ def launch_script(needs: dict[str, str], bundle_dir: bool, command: list[str],
                   before=before or [], command=command)  # fmt: skip
 
 
+def sbatch_script(s: Serving, image: str, name: str, gpus: int) -> str:
+    """slurm/<name>.sbatch: one node, one task, the point's GPUs as GRES, the server in `image` through pyxis
+    (`srun --container-image --container-mounts`, the docker volumes' host:container pairs)."""
+    mounts = [value for flag, value in zip(s.volumes[::2], s.volumes[1::2], strict=True) if flag == "-v"]
+    command = ["srun", f"--container-image={image}", "--no-container-entrypoint"]
+    if mounts:
+        command.append("--container-mounts=" + ",".join(mounts))
+    return render("sbatch.sh.j2", name=name, gpus=gpus, needs=s.container_needs, bundle_dir=s.kind == "trtllm-serve",
+                  command=[*command, *s.inner])  # fmt: skip
+
+
 def build_script(commands: list[list[str]]) -> str:
     """build/build.sh: the recorded commands, in order (a record without one is left out)."""
     return render("build.sh.j2", commands=commands)

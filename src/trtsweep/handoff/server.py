@@ -120,3 +120,9 @@ def serving(point: dict[str, Any], draft: bool = False) -> Serving:
         },
         scrape=True,
     )
+
+
+def gpu_count(point: dict[str, Any]) -> int:
+    """The GPUs the point's server takes where it is deployed (its world size; none for a CPU point of the hf
+    backend): Kubernetes' nvidia.com/gpu limit, the sbatch script's GRES."""
+    return int(point.get("world_size") or 1) if point.get("gpus") or point.get("backend") == "tensorrtllm" else 0
