@@ -60,7 +60,8 @@ def _plan_text(sweep: dict, args: argparse.Namespace) -> str:
             sweep, hosts, args.results_dir, force=args.force, only=args.only, write=False, base_dir=base
         )
     except TrtsweepError as exc:
-        undeclared = [name for name in hosts if f"note: {name} declares no trtsweep_gpus" in "\n".join(notes)]
+        undeclared = [name for name in hosts if f"note: {name} declares no trtsweep_gpus" in "\n".join(notes)
+                      or any("(trtsweep_slurm" in note or "'s nodes (" in note for note in notes)]  # fmt: skip
         if args.gpus is None and undeclared and "no host can take" in str(exc):
             raise TrtsweepError(f"{exc} ({', '.join(undeclared)} declare no GPUs: a host's GPUs are found when the "
                                 "sweep runs; preview them with --gpus N, or --gpus N:NAME:GIB for a sweep that asks "

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.conftest import ROOT
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet import slurm
 from trtsweep.lane.step import step_argv
@@ -88,3 +89,22 @@ def wait_for(done, limit_s: float) -> bool:
             return False
         time.sleep(0.5)
     return True
+
+
+def test_the_plan_previews_the_nodes_and_gpus_of_an_allocation_that_exists(slurm_env, tmp_path, capsys):
+    """`trtsweep plan -i` of an inventory naming a running job: its nodes and the job's GPUs there, from Slurm."""
+    from trtsweep import cli
+
+    granted = slurm_env.run("salloc", "--no-shell", "--nodes=2", "--ntasks-per-node=2", "--gres=gpu:2", "--time=5")
+    job = slurm.GRANTED.search(granted.stderr).group(1)
+    try:
+        inventory = tmp_path / "slurm.yml"
+        inventory.write_text(f"all:\n  vars:\n    trtsweep_slurm: {{job_id: {job}}}\n")
+        code = cli.main(["plan", str(ROOT / "sweeps" / "smollm2_cpu_flows.yml"), "-i", str(inventory)])
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        assert f"note: the hosts are job {job}'s nodes (RUNNING), each with the job's GPUs there" in out.out
+        placed = {line.split()[0] for line in out.out.splitlines()[2:] if line.split()[1:2] == ["0"]}
+        assert placed and placed <= set(slurm_env.nodes), out.out  # the job's nodes, by Slurm's names
+    finally:
+        slurm.release(job)

@@ -108,3 +108,18 @@ def test_a_plan_without_gpus_says_they_are_found_at_run_time_and_how_to_preview_
     code, out = plan(capsys, "sweeps/qwen2_7b.yml", "-i", str(tmp_path / "hosts.yml"))
     assert code == 0 and "note: gpu-node-01 declares trtsweep_gpus: there the run takes them as declared, and the " \
         "check that each server holds exactly its GPUs is off" in out, out  # fmt: skip
+
+
+def test_the_slurm_example_inventory_plans_on_the_allocation_it_would_make(capsys, monkeypatch):
+    """inventory/slurm.example.yml names no host, only trtsweep_slurm.allocate: the plan previews its shape (the
+    nodes it would allocate, their GPUs as --gpus describes them), docs/slurm.md's quick start."""
+    monkeypatch.chdir(ROOT)
+    code, out = plan(capsys, "sweeps/qwen25_7b_h100.yml", "-i", "inventory/slurm.example.yml", "--gpus", "8:H100:80")
+    assert code == 0, out
+    assert "note: the hosts are the 2 node(s) the run allocates (trtsweep_slurm.allocate), 8 GPU(s) each" in out
+    assert {line.split()[0] for line in out.splitlines() if line.startswith("slurm-node-")} == {
+        "slurm-node-1",
+        "slurm-node-2",
+    }
+    code, out = plan(capsys, "sweeps/qwen25_7b_h100.yml", "-i", "inventory/slurm.example.yml")
+    assert code != 0 and "preview them with --gpus N" in out, out

@@ -40,8 +40,10 @@ def _ansible_inventory() -> str:
     return found
 
 
-def read(inventory: str) -> dict[str, Any]:
-    proc = subprocess.run([_ansible_inventory(), "-i", inventory, "--list"], capture_output=True, text=True)
+def read(inventory: str, export: bool = False) -> dict[str, Any]:
+    """`ansible-inventory --list` (`export`: groups' own variables kept apart, as `--export` shows them)."""
+    argv = [_ansible_inventory(), "-i", inventory, "--list", *(["--export"] if export else [])]
+    proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         raise TrtsweepError(f"inventory {inventory}: {lines[-1] if lines else 'ansible-inventory failed'}")
@@ -69,13 +71,21 @@ def planning_hosts(inventory: str, assumed_gpus: int | list[dict[str, Any]] | No
     data = read(inventory)
     hostvars = data.get("_meta", {}).get("hostvars", {})
     names = group_hosts(data)
+    notes: list[str] = []
     if not names:
-        raise TrtsweepError(f"inventory {inventory}: the group {GROUP} has no hosts")
-    hosts, notes = {}, []
+        slurm = ((read(inventory, export=True).get("all") or {}).get("vars") or {}).get("trtsweep_slurm")
+        if slurm is None:
+            raise TrtsweepError(f"inventory {inventory}: the group {GROUP} has no hosts (nor trtsweep_slurm: "
+                                "docs/slurm.md)")  # fmt: skip
+        names, hostvars, notes = slurm_nodes(slurm, hostvars, assumed_gpus)
+    hosts = {}
     overridden = overridden_group_vars(inventory, hostvars)
     for name in names:
         v = hostvars.get(name, {})
-        if v.get("trtsweep_gpus") is not None:
+        if v.get("trtsweep_slurm_gpus") is not None:  # a Slurm node's: the job's GPUs there
+            gpus = declared_gpus(assumed_gpus if isinstance(assumed_gpus, list) else len(v["trtsweep_slurm_gpus"]))
+            gpus = [{**g, "index": i} for g, i in zip(gpus, v["trtsweep_slurm_gpus"], strict=False)]
+        elif v.get("trtsweep_gpus") is not None:
             gpus = declared_gpus(v["trtsweep_gpus"])
             notes.append(f"note: {name} declares trtsweep_gpus: there the run takes them as declared, and the check "
                          "that each server holds exactly its GPUs is off (they are not the driver's); for a preview "
@@ -93,6 +103,28 @@ def planning_hosts(inventory: str, assumed_gpus: int | list[dict[str, Any]] | No
             "problems": _declared_problems(v, trtllm or {}, servers) + overridden.get(name, []),
         }
     return hosts, notes
+
+
+def slurm_nodes(value: Any, hostvars: dict[str, dict[str, Any]], assumed_gpus: int | list[dict[str, Any]] | None
+                ) -> tuple[list[str], dict[str, dict[str, Any]], list[str]]:  # fmt: skip
+    """(node names, their variables, notes) of the allocation `trtsweep_slurm` names: the job's nodes and GPUs
+    (scontrol) for one that exists, `allocate`'s shape for the run's own (nodes named slurm-node-N until Slurm names
+    them)."""
+    from trtsweep.fleet import slurm
+
+    given = slurm.settings(value)
+    if "allocate" in given:
+        request = slurm.Request.from_inventory(given["allocate"])
+        count = len(declared_gpus(assumed_gpus)) if isinstance(assumed_gpus, list) else request.gpus_per_node
+        nodes = [slurm.Node(f"slurm-node-{i + 1}", tuple(range(count))) for i in range(request.nodes)]
+        note = (f"note: the hosts are the {request.nodes} node(s) the run allocates (trtsweep_slurm.allocate), "
+                f"{count} GPU(s) each; Slurm names them when the run starts")  # fmt: skip
+    else:
+        found = slurm.describe(slurm.existing_job(given["job_id"]))
+        nodes = list(found.nodes)
+        note = f"note: the hosts are job {found.job_id}'s nodes ({found.state}), each with the job's GPUs there"
+    variables = {n.name: {**hostvars.get(n.name, {}), "trtsweep_slurm_gpus": list(n.gpus)} for n in nodes}
+    return [n.name for n in nodes], variables, [note]
 
 
 def _declared_problems(hostvars: dict[str, Any], trtllm: dict[str, Any], servers: list[str]) -> list[str]:
