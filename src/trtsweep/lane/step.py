@@ -4,8 +4,7 @@ spec names no job) a lane is the host's own process, as before.
 
 A step asks for the lane's GPU count (`--gres=gpu:K`) and Slurm picks which of the job's GPUs on the node: the lane
 moves its points onto them (`on_step_gpus`, the planned GPUs taken in order), so the server is given, and checked
-against, what Slurm bound. pyxis's flags (`--container-image`, `--container-mounts`) go on the step where the lane
-runs in a container.
+against, what Slurm bound.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.lane.spec import HostSpec
@@ -26,19 +24,13 @@ from trtsweep.lane.spec import HostSpec
 SLURM_END = re.compile(r"\*\*\* ((?:STEP|JOB) \S+ ON \S+ CANCELLED AT \S+[^*]*?) \*\*\*")
 
 
-def step_argv(job_id: str, node: str, gpus: int, name: str, argv: Sequence[str],
-              container: Mapping[str, Any] | None = None) -> list[str]:  # fmt: skip
+def step_argv(job_id: str, node: str, gpus: int, name: str, argv: Sequence[str]) -> list[str]:
     """`srun` of `argv` as one step of the job on `node` with `gpus` of the job's GPUs there (`--exact`: only what
-    it asks for, so the node's other lanes run beside it), named `name`; `container`: pyxis's flags (image,
-    mounts)."""
+    it asks for, so the node's other lanes run beside it), named `name`."""
     out = ["srun", f"--jobid={job_id}", "--exact", f"--nodelist={node}", "--nodes=1", "--ntasks=1",
            f"--job-name={name}", "--export=ALL"]  # fmt: skip
     if gpus:
         out.append(f"--gres=gpu:{gpus}")
-    if container:
-        out += [f"--container-image={container['image']}", "--no-container-entrypoint"]
-        if container.get("mounts"):
-            out.append("--container-mounts=" + ",".join(f"{m}:{m}" for m in container["mounts"]))
     return [*out, *argv]
 
 
