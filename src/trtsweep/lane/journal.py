@@ -5,8 +5,9 @@
     {"event": "end", "point": id, "status": "ok" | "failed", "stage": last stage, "failure": {msg, details} | null,
      "failed_task": step | null, "stage_times": {stage: epoch, ..., "end": epoch}, "archive": path | null}
     {"event": "lane_end", "t": ...}                           the lane has nothing more to run
-    {"event": "lane_lost", "why": one line, "t": ...}         the lane's Slurm step ended before the lane did (the
-                                                              runner writes it, with Slurm's word): its points are lost
+    {"event": "lane_lost", "why": one line, "t": ...}         the lane's process (on Slurm: its step) ended before the
+                                                              lane did; the runner writes it, with the signal or
+                                                              Slurm's word: its unfinished points are lost
 
 The controller polls with `python -m trtsweep.lane.journal DIR --offsets JSON --wait S`: it prints one JSON object,
 the lines written after the offsets it already read (complete lines only), the new offsets, and whether the host's

@@ -658,6 +658,12 @@ class PointRun(PointStages):
         if empty:
             raise StepFailed(empty, watched.stdout.strip())
 
+    def stop_servers(self) -> None:
+        """Stop what the point's run left serving (its server, or its disaggregated group): for a lane that died with
+        its point running (the runner's part; the supervisors would wait for the run's lease)."""
+        self._stop_server()
+        self._stop_group()
+
     def _stop_server(self) -> None:
         from trtsweep.serve import server
         from trtsweep.serve.spec import ServerState

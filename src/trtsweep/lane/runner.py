@@ -126,17 +126,41 @@ def step_log(spec: HostSpec, lane: str) -> Path:
 
 
 def _lost_lanes(spec: HostSpec, children: list[subprocess.Popen[bytes]], told: set[str]) -> None:
-    """A lane whose Slurm step ended before the lane did (cancelled, time limit, preemption, node failure; srun
-    exits 0 after a node failure, so any status counts): its journal says so with Slurm's word, once (`told`), so
-    its points are lost with that cause."""
+    """A lane whose process ended before the lane did (killed alone: the OOM killer, -9; an error outside a stage;
+    on Slurm its step ended: cancelled, time limit, preemption, node failure, after which srun exits 0, so any
+    status counts): the server its running point left is stopped now (not when the run's lease ends), and its
+    journal says why, once (`told`), so its points are lost with that cause."""
     job = spec.settings.get("trtsweep_slurm_job")
     for lane, child in zip(spec.lanes, children, strict=True):
         status = child.poll()
-        if not job or status is None or lane["name"] in told or _lane_ended(spec.journal(lane["name"])):
+        if status is None or lane["name"] in told or _lane_ended(spec.journal(lane["name"])):
             continue
         told.add(lane["name"])
-        output = step_log(spec, lane["name"]).read_text(errors="replace")
-        journal.append(spec.journal(lane["name"]), {"event": "lane_lost", "why": lost_cause(output, str(job), status)})
+        running = _running_point(spec, lane)
+        if running is not None:
+            with contextlib.suppress(Exception):  # best effort: the lease stops it otherwise
+                PointRun(spec, running, spec.journal(lane["name"]), lane.get("host") or socket.gethostname()
+                         ).stop_servers()  # fmt: skip
+        if job:
+            why = lost_cause(step_log(spec, lane["name"]).read_text(errors="replace"), str(job), status)
+        else:
+            how = f"was killed ({signal.Signals(-status).name})" if status < 0 else f"exited with status {status}"
+            why = f"lane {lane['name']}'s process {how} before the lane ended"
+        journal.append(spec.journal(lane["name"]), {"event": "lane_lost", "why": why})
+
+
+def _running_point(spec: HostSpec, lane: dict) -> dict | None:
+    """The lane's point that started and did not end, from its journal."""
+    running = None
+    with contextlib.suppress(OSError):
+        for line in spec.journal(lane["name"]).read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                if event.get("event") == "start":
+                    running = event.get("point")
+                elif event.get("event") == "end" and event.get("point") == running:
+                    running = None
+    return next((p for p in lane["points"] if p["id"] == running), None)
 
 
 def _lane_ended(path: Path) -> bool:
@@ -157,8 +181,10 @@ def _run_lanes(spec_file: Path) -> None:
     children = [_start_lane(spec, spec_file, lane, me) for lane in spec.lanes]
     told: set[str] = set()
     try:
-        while any(child.poll() is None for child in children):
-            _lost_lanes(spec, children, told)
+        while True:
+            _lost_lanes(spec, children, told)  # a lane that ended alone (never one this runner stops below)
+            if all(child.poll() is not None for child in children):
+                break
             why = watch.lapsed()
             if why:
                 print(f"{why}: stopping the lanes", flush=True)
@@ -166,7 +192,6 @@ def _run_lanes(spec_file: Path) -> None:
             time.sleep(POLL_S)
     finally:
         _terminate(children)
-        _lost_lanes(spec, children, told)
 
 
 def run_host(spec_file: Path) -> int:
