@@ -67,3 +67,18 @@ def test_the_handoff_reads_the_prompts_where_the_run_found_them(tmp_path):
     (tmp_path / "plan.json").write_text(json.dumps({"base_dir": "/srv/sweeps"}))
     assert sweep_base(tmp_path) == Path("/srv/sweeps")
     assert sweep_base(tmp_path / "no-plan") == default_base_dir()  # results of an inline sweep, or copied
+
+
+def test_an_edited_lengths_from_file_changes_the_points_settings_hash(tmp_path):
+    """benchmark.synthetic.lengths_from is an input like the prompts, the trace and the conversations: its content
+    hash is in the point, so an edited file reruns its points (and an earlier run's archive is not collected)."""
+    from trtsweep.fleet.status import settings_hash
+
+    drawn = tmp_path / "answers.jsonl"
+    shutil.copyfile(ROOT / "data" / "prompts.jsonl", drawn)
+    sweep = {**EMBEDDED, "benchmark": {**EMBEDDED["benchmark"], "input_data": str(ROOT / "data" / "prompts.jsonl"),
+                                       "synthetic": {"lengths_from": "answers.jsonl"}}}
+    before = {settings_hash(p) for p in planning.expand(sweep, tmp_path)}
+    drawn.write_text("\n".join(drawn.read_text().splitlines()[:3]) + "\n")
+    after = {settings_hash(p) for p in planning.expand(sweep, tmp_path)}
+    assert before.isdisjoint(after)

@@ -243,7 +243,9 @@ def _benchmark(
     if value.get("conversations") is not None:
         value["conversations"] = check_conversations(value["conversations"], base_dir)
     if (value.get("synthetic") or {}).get("lengths_from") is not None:  # read on the controller, like the prompts
-        check_input_data(value["synthetic"]["lengths_from"], base_dir, "benchmark.synthetic.lengths_from")
+        drawn = check_input_data(value["synthetic"]["lengths_from"], base_dir, "benchmark.synthetic.lengths_from")
+        # its content hash in the point, as the trace's and the conversations': an edited file reruns its points
+        value["synthetic"] = {**value["synthetic"], "sha256": file_sha256(drawn)}
     return value, check_input_data(value["input_data"], base_dir), longest
 
 
