@@ -120,7 +120,11 @@ def _names_spec(pid: int, spec: Path) -> bool:
 
 
 def runner_state(folder: Path, register_s: float = REGISTER_S) -> tuple[bool | None, str]:
-    """Whether the host's runner still runs (None: no start is known yet) and, when it does not, how it ended."""
+    """Whether the host's runner still runs (None: no start is known yet) and, when it does not, how it ended. The
+    folder gone (a node rebooted with the cache on local scratch, a cleanup job) ends it: nothing of the run can be
+    read or written there any more."""
+    if not folder.is_dir():
+        return False, f"lost its run folder {folder} (removed while the run went on)"
     try:
         record = json.loads((folder / RUNNER_FILE).read_text())
         return alive(int(record["pid"]), record.get("ticks")), "ended before its lanes did"
