@@ -35,7 +35,9 @@ from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.plugins.action import ActionBase
 
 ROLES_DIR = Path(__file__).resolve().parent.parent / "roles"
-WAIT_S = 15.0  # a poll waits this long on the host for a new journal line
+# a poll waits this long on the host for a new journal line (at most a third of the lease's TTL: a heartbeat that
+# died alone is started again after the next poll, before the lease lapses)
+WAIT_S = 15.0
 
 
 class ActionModule(ActionBase):
@@ -108,9 +110,9 @@ class ActionModule(ActionBase):
             return sorted(collector.finished)  # those collected before it failed
 
     # -- what the controller does with the journal
-    def _poll(self, python: str, folder: str, offsets: dict) -> dict:
+    def _poll(self, python: str, folder: str, offsets: dict, wait_s: float) -> dict:
         out = self._remote([python, "-m", "trtsweep.lane.journal", folder, "--offsets", json.dumps(offsets),
-                            "--wait", str(WAIT_S)], "reading the lanes' journals")  # fmt: skip
+                            "--wait", f"{wait_s:g}"], "reading the lanes' journals")  # fmt: skip
         return json.loads(out.strip().splitlines()[-1])
 
     def run(self, tmp=None, task_vars=None):
@@ -155,25 +157,29 @@ class ActionModule(ActionBase):
                 return {**result, "failed": True, "msg": f"{host}: {exc}"}
             return {**result, "changed": True, "lanes": [lane["name"] for lane in lanes], "runner_pid": pid,
                     "points_collected": collected}  # fmt: skip
-        out = self._collect(collector, python, spec, args)
+        out = self._collect(collector, python, spec, args, task_vars)
         # Ansible shows the result's `warnings` (broken journal lines, say) as warnings
         return {**result, "changed": True, **out, "warnings": [*result.get("warnings", []), *collector.warnings]}
 
-    def _collect(self, collector, python: str, spec: dict, args: dict) -> dict:
+    def _collect(self, collector, python: str, spec: dict, args: dict, task_vars: dict) -> dict:
         """Follow the host's journals until its lanes ended (the collector's summary) or the host is given up
-        (failed, with the cause; the host stopped); a host that stayed unreachable raises Ansible's failure."""
+        (failed, with the cause; the host stopped); a host that stayed unreachable raises Ansible's failure. The
+        host's heartbeat is looked at after every poll: one that died alone (an exception, a full disk under its
+        log, the OOM killer) is started again before the host's lease lapses."""
         from trtsweep.fleet.collect import ControllerFailed
 
         host, folder = collector.host, spec["journal_dir"]
         collector.take_collected()
         unreachable_after = float(args.get("unreachable_after_s", 30))
+        ttl = (spec.get("settings") or {}).get("trtsweep_server_lease_ttl")
+        wait_s = min(WAIT_S, float(ttl) / 3) if ttl else WAIT_S
         offsets: dict = {}
         # a host is given up once it has not answered for unreachable_after_s (since its last answer: a poll that
         # hung until ssh's keep-alives ended it counts) and was asked again at least once after a failure
         answered, failures = time.monotonic(), 0
         while not collector.done():
             try:
-                polled = self._poll(python, folder, offsets)
+                polled = self._poll(python, folder, offsets, wait_s)
                 collector.take(polled["events"], self._fetch)  # again from the same offsets if a fetch fails
                 offsets, answered, failures = polled["offsets"], time.monotonic(), 0
             except ControllerFailed as exc:
@@ -189,6 +195,7 @@ class ActionModule(ActionBase):
                     return {"failed": True, "msg": f"{host}: {exc}", **collector.summary()}
                 time.sleep(1.0)
                 continue
+            self._keep_heartbeat(args, task_vars)
             if polled["events"]:
                 self._refresh_report(
                     Path(args["results_dir"]), args.get("slo"), float(args.get("report_refresh_s", 30))
@@ -199,6 +206,20 @@ class ActionModule(ActionBase):
                 return collector.summary()
         self._clean(folder)
         return collector.summary()
+
+    def _keep_heartbeat(self, args: dict, task_vars: dict) -> None:
+        """The host's heartbeat (action plugin trtsweep_heartbeat, with the lanes play's arguments): a no-op while it
+        beats, a new one when it died."""
+        task = self._task.copy()
+        task.args = {"lease_file": args["lease_file"], "state_dir": f"{args['results_dir']}/.run"}
+        beat = self._shared_loader_obj.action_loader.get(
+            "trtsweep_heartbeat", task=task, connection=self._connection, play_context=self._play_context,
+            loader=self._loader, templar=self._templar, shared_loader_obj=self._shared_loader_obj,
+        )  # fmt: skip
+        result = beat.run(task_vars=task_vars)
+        if result.get("changed"):
+            print(f"trtsweep_lanes: {task_vars.get('inventory_hostname')}: the run's heartbeat had died; started "
+                  f"again (pid {result.get('pid')})")  # fmt: skip
 
     def _stop_host(self, collector, why: str | None, spec: dict | None) -> None:
         """Nothing more is collected from the host: the collector gives it up (`why`, unless it did already: its

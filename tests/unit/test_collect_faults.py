@@ -166,8 +166,9 @@ class Host:
         self.action._remote = lambda argv, what: self.sent.append(argv) or ""
         self.action._fetch = copy
         self.action._refresh_report = lambda *args: None
+        self.action._keep_heartbeat = lambda *args: None  # (action plugin trtsweep_heartbeat: tested on its own)
 
-    def poll(self, python: str, folder: str, offsets: dict[str, int]) -> dict[str, Any]:
+    def poll(self, python: str, folder: str, offsets: dict[str, int], wait_s: float = 15.0) -> dict[str, Any]:
         answer = self.polls[0] if len(self.polls) == 1 else self.polls.pop(0)
         if isinstance(answer, Exception):
             raise answer
@@ -175,7 +176,7 @@ class Host:
 
     def collect(self, collector: Collector) -> dict[str, Any]:
         spec = {"journal_dir": "/w/s/.runs/run-1-h", "lease_file": "/w/.leases/run-1-h.lease"}
-        return self.action._collect(collector, "python3", spec, {"results_dir": "r", "unreachable_after_s": 0.5})
+        return self.action._collect(collector, "python3", spec, {"results_dir": "r", "unreachable_after_s": 0.5}, {})
 
 
 LEASE_GONE = ["rm", "-f", "--", "/w/.leases/run-1-h.lease"]
@@ -249,7 +250,7 @@ def test_a_poll_that_hung_counts_toward_giving_the_host_up(tmp_path, heartbeat):
     host = Host(polls)
     hung = host.poll
 
-    def poll(python: str, folder: str, offsets: dict[str, int]) -> dict[str, Any]:
+    def poll(python: str, folder: str, offsets: dict[str, int], wait_s: float = 15.0) -> dict[str, Any]:
         if isinstance(host.polls[0], Hung):
             time.sleep(host.polls.pop(0).seconds)
             raise RuntimeError("Shared connection to 169.254.77.12 closed.")
@@ -259,7 +260,7 @@ def test_a_poll_that_hung_counts_toward_giving_the_host_up(tmp_path, heartbeat):
     spec = {"journal_dir": "/w/s/.runs/run-1-h", "lease_file": "/w/.leases/run-1-h.lease"}
     began = time.monotonic()
     out = host.action._collect(Collector(tmp_path / "results", plan("a"), "h"), "python3", spec,
-                               {"results_dir": "r", "unreachable_after_s": 3})  # fmt: skip
+                               {"results_dir": "r", "unreachable_after_s": 3}, {})  # fmt: skip
     given_up = time.monotonic() - began
     assert out["failed"] and "Connection timed out" in out["msg"]
     # 3 s without an answer (2.5 s of it in the hung poll), asked again once: given up at about 3.5 s, not 2.5 + 3
