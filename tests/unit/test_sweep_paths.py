@@ -76,8 +76,14 @@ def test_an_edited_lengths_from_file_changes_the_points_settings_hash(tmp_path):
 
     drawn = tmp_path / "answers.jsonl"
     shutil.copyfile(ROOT / "data" / "prompts.jsonl", drawn)
-    sweep = {**EMBEDDED, "benchmark": {**EMBEDDED["benchmark"], "input_data": str(ROOT / "data" / "prompts.jsonl"),
-                                       "synthetic": {"lengths_from": "answers.jsonl"}}}
+    sweep = {
+        **EMBEDDED,
+        "benchmark": {
+            **EMBEDDED["benchmark"],
+            "input_data": str(ROOT / "data" / "prompts.jsonl"),
+            "synthetic": {"lengths_from": "answers.jsonl"},
+        },
+    }
     before = {settings_hash(p) for p in planning.expand(sweep, tmp_path)}
     drawn.write_text("\n".join(drawn.read_text().splitlines()[:3]) + "\n")
     after = {settings_hash(p) for p in planning.expand(sweep, tmp_path)}
