@@ -9,7 +9,9 @@ content change, on its own monotonic clock. The lease has lapsed for a reader wh
 - its content did not change for the TTL (the heartbeat stopped writing: a dead controller, a cut link);
 - it was there and is gone (the heartbeat's `end`: the run is over or was stopped): at once;
 - it never appeared within the TTL from the reader's start (a reader that starts before the first beat reaches the
-  host gets the whole TTL, not an immediate stop).
+  host gets the whole TTL, not an immediate stop);
+- it could not be read (a stale NFS handle, EIO) for the TTL since it last changed: a read that fails is no news,
+  never a reader's crash.
 
 A change is dated when the reader sees it, so a reader that asks rarely (a lane, between points) has the file looked
 at in the background (`LeaseWatch.followed`). A lapse is final.
@@ -51,6 +53,11 @@ class LeaseWatch:
             if now - self._changed > self.ttl_s:
                 return f"the run's lease {self.path} did not appear within {self.ttl_s:g} s"
             return None
+        except OSError as exc:  # a stale NFS handle, EIO: no news; it lapses only if it stays unreadable for the TTL
+            age = now - self._changed
+            if age <= self.ttl_s:
+                return None
+            return f"the run's lease {self.path} could not be read for {age:.0f} s ({exc.strerror or exc})"
         if content != self._content:
             self._content, self._changed = content, now
             return None

@@ -22,6 +22,17 @@ def start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+def age_s(pid: int) -> float | None:
+    """Seconds since process `pid` started, on this host's clock since boot (never a file's time, which a file
+    server's clock sets on a shared filesystem); None if it is gone."""
+    ticks = start_ticks(pid)
+    try:
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None if ticks is None else uptime - ticks / os.sysconf("SC_CLK_TCK")
+
+
 def running(pid: int) -> bool:
     """Whether process `pid` runs (a zombie, reaped or not, does not)."""
     return start_ticks(pid) is not None

@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtsweep.common.procs import alive
+from trtsweep.common.procs import age_s, alive
 
 SUFFIX = ".jsonl"
 SPEC_FILE = "host.json"  # the host spec the runner was started with (the controller's action plugin writes it)
@@ -132,12 +132,13 @@ def runner_state(folder: Path, register_s: float = REGISTER_S) -> tuple[bool | N
         pass
     pid_file = folder / RUNNER_PID
     try:
-        pid, since = int(pid_file.read_text()), pid_file.stat().st_mtime
+        pid = int(pid_file.read_text())
     except (OSError, ValueError):
         return None, ""
     if not _names_spec(pid, folder / SPEC_FILE):
         return False, f"(pid {pid}) ended before it registered"
-    if time.time() - since > register_s:
+    # its age as this host's clock says (not runner.pid's mtime: on NFS the file server's clock sets it)
+    if (age_s(pid) or 0.0) > register_s:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGTERM)
         return False, f"(pid {pid}) had not registered {register_s:g} s after its start and was ended"
