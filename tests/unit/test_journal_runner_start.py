@@ -98,4 +98,7 @@ def test_a_registered_runner_is_judged_by_its_record(tmp_path):
     (tmp_path / journal.RUNNER_PID).write_text(f"{os.getpid()}\n")
     (tmp_path / journal.RUNNER_FILE).write_text(json.dumps({"pid": dead.pid, "ticks": None}))
     assert journal.runner_state(tmp_path) == (False, "ended before its lanes did")
-    assert journal.runner_state(tmp_path / "none") == (None, "")  # nothing started there
+    (tmp_path / "started").mkdir()
+    assert journal.runner_state(tmp_path / "started") == (None, "")  # its folder made, the runner not started yet
+    gone = journal.runner_state(tmp_path / "none")  # the folder removed (or never there): nothing can go on
+    assert gone == (False, f"lost its run folder {tmp_path / 'none'} (removed while the run went on)")
