@@ -10,8 +10,11 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
+
+from tests.conftest import wait_for
 
 from trtsweep.common.lease import LeaseWatch
 from trtsweep.lane import journal
@@ -26,6 +29,7 @@ def test_a_runner_pid_file_dated_by_a_skewed_file_server_does_not_end_a_register
     spec.write_text("{}")
     runner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(spec)])
     try:
+        wait_for(lambda: str(spec).encode() in Path(f"/proc/{runner.pid}/cmdline").read_bytes(), 10)  # it exec'd
         pid_file = tmp_path / journal.RUNNER_PID
         pid_file.write_text(str(runner.pid))
         past = time.time() - 200
