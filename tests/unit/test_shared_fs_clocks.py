@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_for
-
 from trtsweep.common.lease import LeaseWatch
 from trtsweep.lane import journal
 
