@@ -164,13 +164,14 @@ class PointStages:
     def tool_runtime(self, role: str, **tools: str) -> Any:
         """Where a TensorRT-LLM tool runs (toolchain.runner.Runtime) with the `role`'s settings (quantize or
         trtllm_build: container name, docker, gpus, mounts, timeout)."""
-        from trtsweep.toolchain.runner import Runtime
+        from trtsweep.toolchain.runner import Runtime, default_timeout_s
 
         s = self.s
         return Runtime.from_params({
             "runtime": self.trtllm.get("runtime") or "native", "container_image": self.trtllm.get("container_image"),
             "container_name": s.get(f"{role}_container_name"), "docker": s.get(f"{role}_docker"),
-            "gpus": s.get(f"{role}_gpus"), "mounts": s.get(f"{role}_mounts"), "timeout": s.get(f"{role}_timeout"),
+            "gpus": s.get(f"{role}_gpus"), "mounts": s.get(f"{role}_mounts"),
+            "timeout": s.get(f"{role}_timeout") or default_timeout_s(self.made.model_dir),
         }, **tools)  # fmt: skip
 
     def quantize(self, check_mode: bool = False) -> Any:

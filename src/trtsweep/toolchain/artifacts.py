@@ -14,9 +14,10 @@ step runs again.
 While a step runs, ``<dir>.lock`` (next to the directory) is held with ``flock``; the tool inherits the
 descriptor, so a tool that outlives a killed controller still holds it. A second process wanting the same
 artifact on the host (another lane of a packed sweep, another sweep, a rerun) waits, polling every second,
-as long as the holder keeps the lock, then reuses what it finished (its marker) or, when the holder died
-without finishing, removes the half artifact and makes it; it never deletes a directory under a running
-build. Different artifacts have different locks and never wait on each other.
+as long as the holder keeps the lock (at most the step's own time bound, then it fails naming the holder), then
+reuses what it finished (its marker) or, when the holder died without finishing, removes the half artifact and
+makes it; it never deletes a directory under a running build. Different artifacts have different locks and never
+wait on each other.
 """
 
 from __future__ import annotations
@@ -101,9 +102,10 @@ def _holder(fd: int) -> str:
     return os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "an unknown process"
 
 
-def _acquire(fd: int) -> tuple[str | None, float]:
-    """Take the lock of ``fd``, waiting while another process holds it; returns that holder (None: it was free)
-    and the seconds waited."""
+def _acquire(fd: int, path: Path, wait_s: float | None) -> tuple[str | None, float]:
+    """Take the lock of ``fd``, waiting while another process holds it, at most ``wait_s`` (None: as long as it
+    holds it); returns that holder (None: it was free) and the seconds waited. A holder that keeps it longer fails
+    the wait in one line naming it."""
     start = time.monotonic()
     holder = None
     while True:
@@ -111,21 +113,26 @@ def _acquire(fd: int) -> tuple[str | None, float]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = holder or _holder(fd)
+            if wait_s is not None and time.monotonic() - start > wait_s:
+                raise TrtsweepError(f"{path}: waited {wait_s:g} s for {holder} making it (its lock {path.name}.lock"
+                                    "): longer than the step may take; end that process or remove the lock if it "
+                                    "is gone") from None  # fmt: skip
             time.sleep(POLL_S)
             continue
         return holder, round(time.monotonic() - start, 3)
 
 
 @contextlib.contextmanager
-def lock(path: Path) -> Iterator[Held]:
+def lock(path: Path, wait_s: float | None = None) -> Iterator[Held]:
     """Hold ``<path>.lock`` exclusively for the step that makes ``path`` (pass ``Held.fd`` to the tool so the
     lock lives as long as the tool does). Held by another process: wait (checking every ``POLL_S``) until it
-    lets go, finished or dead; the caller then looks at the marker again."""
+    lets go, finished or dead, at most ``wait_s`` (the step's own bound: a holder running the same step ends
+    within it); the caller then looks at the marker again."""
     lock_file = path.with_name(path.name + ".lock")
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        waited_for, waited_s = _acquire(fd)
+        waited_for, waited_s = _acquire(fd, path, wait_s)
         since = datetime.now(timezone.utc).isoformat(timespec="seconds")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {since}".encode(), 0)

@@ -66,7 +66,8 @@ def _make(
     """Run one step under the artifact's lock: remove a half artifact, run the tool, check what it made and
     write the marker last. If another process (a lane sharing the checkpoint, another sweep) completed it
     between our marker check and the lock, or while we waited for its lock, it is reused; the wait is recorded."""
-    with artifacts.lock(out) as held:
+    # a holder making the same artifact runs the same step: it ends within the step's bound (plus a minute)
+    with artifacts.lock(out, None if runtime.timeout_s is None else runtime.timeout_s + 60) as held:
         waited = {"waited_for": held.waited_for, "waited_s": held.waited_s} if held.waited_for else {}
         done = artifacts.marker(out)
         if done is not None:

@@ -39,6 +39,14 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 POLL_S = 0.2  # how soon a stop signal or the timeout stops the tool
 
 
+def default_timeout_s(model_dir: str | None) -> float:
+    """A tool step's bound where none is set (quantize_timeout, trtllm_build_timeout): 1 h plus 2 min per GB of the
+    model's files (a 70B model in 16 bits, about 140 GB: 5.7 h), so that a hung quantize or build ends and a
+    week-long sweep goes on."""
+    files = [f for f in Path(model_dir).rglob("*") if f.is_file()] if model_dir else []
+    return 3600.0 + 120.0 * sum(f.stat().st_size for f in files) / 1e9
+
+
 @dataclass(frozen=True)
 class Runtime:
     """Where the tools run. ``trtllm_dir``: the TensorRT-LLM checkout holding ``examples/`` as the tools see
