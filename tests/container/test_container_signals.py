@@ -74,7 +74,7 @@ def docker_env(dockerd: Dockerd, container_image, monkeypatch) -> Iterator[Docke
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("sig", [
     pytest.param(sig, marks=pytest.mark.fault(f"{sig.name} to a lane during a tool step in a container", OUTCOME))
-    for sig in (signal.SIGTERM, signal.SIGHUP)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 ])  # fmt: skip
 def test_a_signalled_lane_removes_its_build_container_and_starts_no_further_point(tmp_path, docker_env, sig):
     spec = write_spec(tmp_path, [{"name": LANE, "host": "h", "ports": {},
