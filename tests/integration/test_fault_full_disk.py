@@ -64,6 +64,9 @@ def fill(folder: Path) -> Path:
     return ballast
 
 
+FULL = ("No space left on device", "ENOSPC", " is full (")  # the error itself, or the disk's state said by the poll
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("where", [
@@ -87,7 +90,10 @@ def test_a_disk_that_fills_mid_benchmark_ends_the_run_in_bounded_time_and_a_reru
             )
             assert run.returncode != 0
             # the cause names the full disk: the error itself, or (a runner that could not log it) the disk's state
-            assert any(said in out for said in ("No space left on device", "ENOSPC", " is full (")), out[-4000:]
+            assert any(said in out for said in FULL), out[-4000:]
+            if where == "host":  # the point's own record says so (the controller's disk is the one that can hold it)
+                (record,) = records(tmp_path, "full").values()
+                assert record["status"] in ("failed", "lost") and any(said in record["cause"] for said in FULL), record
             all_gone(marker, TTL_S + 60)
         finally:
             if run.poll() is None:

@@ -145,7 +145,9 @@ def _lost_lanes(spec: HostSpec, children: list[subprocess.Popen[bytes]], told: s
             why = lost_cause(step_log(spec, lane["name"]).read_text(errors="replace"), str(job), status)
         else:
             how = f"was killed ({signal.Signals(-status).name})" if status < 0 else f"exited with status {status}"
-            why = f"lane {lane['name']}'s process {how} before the lane ended"
+            last = next((line for line in reversed(journal.log_tail(spec.journal_dir)) if line.strip()), None)
+            said = f" ({journal.RUNNER_LOG}: {last.strip()})" if last else ""  # its last words, or a full disk
+            why = f"lane {lane['name']}'s process {how} before the lane ended{said}"
         journal.append(spec.journal(lane["name"]), {"event": "lane_lost", "why": why})
 
 
