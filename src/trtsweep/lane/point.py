@@ -608,9 +608,10 @@ class PointRun(PointStages):
 
     def _check_gpus(self, state: ServerState, given: list[int] | None = None, name: str = "server_gpus.json") -> None:
         """The ready server runs on exactly its GPUs (the point's, or a disaggregated worker's `given`; as NVML sees
-        its process tree: from its container's init in the container runtime), recorded in the point's results as
-        `name` (index, UUID, name, memory); nothing to check on a CPU point or host, nor where the inventory declares
-        the host's GPUs (trtsweep_gpus: they are not the driver's)."""
+        its process tree: from its container's init in the container runtime), and nothing else does (another user's
+        job, another controller's server), recorded in the point's results as `name` (index, UUID, name, memory;
+        `others`); nothing to check on a CPU point or host, nor where the inventory declares the host's GPUs
+        (trtsweep_gpus: they are not the driver's)."""
         from trtsweep.serve import gpus_seen, server
 
         given = list(self.p.get("gpus") or []) if given is None else given
@@ -622,8 +623,10 @@ class PointRun(PointStages):
             raise StepFailed(str(exc)) from exc
         if found is None:
             return
-        (self.paths.results / name).write_text(_nice_json({"given": given, "seen": found}))
-        wrong = gpus_seen.mismatch(given, found)
+        others = gpus_seen.others_on(given, server.process_root(state))
+        record = {"given": given, "seen": found, **({"others": others} if others else {})}
+        (self.paths.results / name).write_text(_nice_json(record))
+        wrong = gpus_seen.mismatch(given, found) or gpus_seen.foreign_line(others)  # lanes never share a GPU
         if wrong:
             raise StepFailed(wrong)
 

@@ -6,7 +6,9 @@ that resets it, or a stale server on the point's GPUs would measure other GPUs t
 is ready, `seen(pid)` asks NVML for the compute processes of every GPU and keeps those of the server's process tree
 (Triton's python-backend stubs, trtllm-serve's MPI ranks: the processes that hold the CUDA contexts), with each GPU's
 index, UUID, name and the memory the tree holds there. `mismatch(given, found)` says in one line what differs.
-Without NVML (a CPU host) there is nothing to check: `seen` returns None.
+`others_on(given, pid)` finds the compute processes on the given GPUs that are not the server's (another user's
+job, another controller's server): `foreign_line` names them, and the point is not measured on shared GPUs.
+Without NVML (a CPU host) there is nothing to check: `seen` returns None, `others_on` {}.
 """
 
 from __future__ import annotations
@@ -71,6 +73,47 @@ def seen(root: int, nvml: Any | None = None, pids: Callable[[int], set[int]] = t
         return found
     finally:
         nvml.nvmlShutdown()
+
+
+def others_on(given: Iterable[int], root: int, nvml: Any | None = None,
+              pids: Callable[[int], set[int]] = tree) -> dict[int, list[int]]:  # fmt: skip
+    """GPU index -> the compute processes on it that are not the server's tree of `root` (another user's job,
+    another controller's server), for the GPUs `given`; {} without NVML or when there are none."""
+    if nvml is None:
+        try:
+            import pynvml as nvml  # nvidia-ml-py
+        except ImportError:
+            return {}
+    try:
+        nvml.nvmlInit()
+    except Exception:  # NVMLError: no driver here
+        return {}
+    try:
+        ours, out = pids(root), {}
+        for index in sorted(set(given)):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            others = sorted(p.pid for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid not in ours)
+            if others:
+                out[index] = others
+        return out
+    finally:
+        nvml.nvmlShutdown()
+
+
+def foreign_line(others: dict[int, list[int]], proc: Path = Path("/proc")) -> str | None:
+    """One line naming what else runs on the point's GPUs (None when nothing does)."""
+    if not others:
+        return None
+
+    def named(pid: int) -> str:
+        try:
+            argv = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
+            return f"pid {pid} ({Path(argv[0].decode(errors='replace')).name})"
+        except (OSError, IndexError):
+            return f"pid {pid} (not on this host's /proc: another container or user)"
+
+    used = "; ".join(f"GPU {index} by {', '.join(named(pid) for pid in pids)}" for index, pids in others.items())
+    return f"the point's GPUs are also in use: {used}; a measurement on shared GPUs is not the configuration's"
 
 
 def mismatch(given: Iterable[int], found: list[dict[str, Any]]) -> str | None:

@@ -1,0 +1,66 @@
+"""Another job on a point's GPU (another user's process, another controller's server): the lane's GPU check sees it
+among the GPU's compute processes (NVML: here its double, tests/doubles/nvml, which reports the server-like processes
+an environment gives the GPU) and the point fails at serve naming it, instead of being measured on a shared GPU and
+recorded ok. The point's server is the sleep-bound stand-in started as `tritonserver` (so NVML counts it as a
+server), on this machine (`ansible_connection: local`) with one GPU (the nvidia-smi double)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from tests.integration.standin_run import STANDIN, playbook_argv, playbook_env, records, write_run
+
+DOUBLES = ROOT / "tests" / "doubles"
+
+
+def gpu_run(tmp_path):
+    """(argv, env) of one stand-in point on GPU 0 of this machine's one (double) GPU, the GPU check on."""
+    extravars = write_run(tmp_path, "foreign", 0.5, 20)
+    values = yaml.safe_load(extravars.read_text())
+    del values["trtsweep_gpus"]  # found by nvidia-smi (the double): the server GPU check is on
+    named = tmp_path / "bin" / "tritonserver"  # the stand-in as NVML would see a Triton server
+    named.parent.mkdir()
+    named.symlink_to(sys.executable)  # the venv's python by another name (its packages through PYTHONPATH)
+    wrapper = tmp_path / "tritonserver-on-gpu"
+    site = sysconfig.get_paths()["purelib"]
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{named}" "{STANDIN}" --standin-load-s 0.5 '
+                       '--standin-first-token-ms 20 --standin-token-ms 5 "$@"\n')  # fmt: skip
+    wrapper.chmod(0o755)
+    values["triton_serve_tritonserver"] = str(wrapper)
+    extravars.write_text(yaml.safe_dump(values))
+    env = {**playbook_env(), "FAKE_GPU_COUNT": "1",
+           "PATH": os.pathsep.join([str(DOUBLES), playbook_env()["PATH"]]),
+           "PYTHONPATH": os.pathsep.join([str(DOUBLES / "nvml"), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    return playbook_argv(extravars), env
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+@pytest.mark.fault(
+    "another job's process on a point's GPU (a server someone else started there)",
+    "the point fails at serve naming it, never measured on the shared GPU; alone it is measured",
+)
+def test_a_point_whose_gpu_another_job_uses_is_not_measured(tmp_path):
+    argv, env = gpu_run(tmp_path)
+    other = tmp_path / "elsewhere" / "tritonserver"
+    other.parent.mkdir()
+    other.symlink_to("/bin/sleep")
+    squatter = subprocess.Popen([str(other), "300"], env={**os.environ, "CUDA_VISIBLE_DEVICES": "0"})
+    try:
+        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    finally:
+        squatter.kill()
+        squatter.wait()
+    assert done.returncode != 0, done.stdout[-3000:]
+    (record,) = records(tmp_path, "foreign").values()
+    assert record["status"] == "failed" and record["stage"] == "serve", record
+    assert f"the point's GPUs are also in use: GPU 0 by pid {squatter.pid} (tritonserver)" in record["cause"], record
+    alone = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert alone.returncode == 0, alone.stdout[-3000:]  # the GPU free again: measured (its server seen on GPU 0)
