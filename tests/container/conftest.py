@@ -18,58 +18,23 @@ Without docker.io or mmdebstrap the tests skip, saying why; under CI (CI=true) t
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import os
 import secrets
-import signal
-from collections.abc import Callable, Iterator
-from types import FrameType
+from collections.abc import Iterator
 
 import pytest
 
+from tests.beds import require, stopped_on_exit
 from tests.container import dockerd as dockerd_mod
 from tests.container import image as image_mod
 
 SUMMARY: dict[str, str] = {}  # what the run measured, printed at its end
 
 
-def require(reason: str | None) -> None:
-    """Nothing when `reason` is None; else skip saying why, or fail under CI (a missing package must not pass)."""
-    if reason is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"the container test bed cannot run here: {reason}", pytrace=False)
-    pytest.skip(f"the container test bed cannot run here: {reason}")
-
-
-@contextlib.contextmanager
-def _stopped_on_exit(stop: Callable[[], None]) -> Iterator[None]:
-    """Call `stop` when the process exits or is told to (SIGTERM, SIGHUP) before the fixture's own teardown."""
-    previous: dict[int, object] = {}
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop()
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-    atexit.register(stop)
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        with contextlib.suppress(ValueError):  # not the main thread
-            previous[signum] = signal.signal(signum, on_signal)
-    try:
-        yield
-    finally:
-        atexit.unregister(stop)
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)  # type: ignore[arg-type]
-
-
 @pytest.fixture(scope="session")
 def base_template() -> image_mod.Template:
     """The base image as a stopped daemon's data root in the cache (built now if no session made it before)."""
-    require(dockerd_mod.unavailable_reason())
-    require(image_mod.unavailable_reason())
+    require(dockerd_mod.unavailable_reason(), "container")
+    require(image_mod.unavailable_reason(), "container")
     return image_mod.ensure_base()
 
 
@@ -83,7 +48,7 @@ def dockerd(base_template: image_mod.Template) -> Iterator[dockerd_mod.Dockerd]:
         f"v{info.get('CgroupVersion')}, init {info.get('InitBinary')} ({_commit(info.get('InitCommit'))})"
     )
     SUMMARY["dockerd start"] = f"{bed.start_s:.2f} s (of which seeding its data root with the base: {bed.seed_s:.2f} s)"
-    with _stopped_on_exit(bed.stop):
+    with stopped_on_exit(bed.stop):
         try:
             yield bed
         finally:

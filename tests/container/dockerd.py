@@ -34,13 +34,17 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.beds import names_bed as _names_bed
+from tests.beds import read as _read
+from tests.beds import start_time as _start_time
+from tests.beds import terminate
 
 # Debian's docker.io; a standalone 28.x client may sit first on PATH (/usr/local/bin), so the client is named.
 DOCKERD = Path(os.environ.get("TRTSWEEP_TEST_DOCKERD", "/usr/sbin/dockerd"))
@@ -369,45 +373,6 @@ def leftover_pids(root: Path) -> list[int]:
         if _names_bed(pid, root) or parent in _read(entry / "cgroup"):
             found.append(pid)
     return found
-
-
-def _names_bed(pid: int, root: Path) -> bool:
-    """Whether the process's command line names the bed's directory."""
-    cmdline = _read(Path(f"/proc/{pid}/cmdline")).replace("\0", " ")
-    return f"{root}/" in cmdline
-
-
-def terminate(pids: Sequence[int], grace: float) -> None:
-    """SIGTERM to each, SIGKILL to those still alive after `grace` seconds; waits until they are gone."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        for pid in pids:
-            if alive(pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, sig)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and any(alive(pid) for pid in pids):
-            time.sleep(0.05)
-        if not any(alive(pid) for pid in pids):
-            return
-
-
-def alive(pid: int) -> bool:
-    """Whether the process exists and is not a zombie."""
-    stat = _read(Path(f"/proc/{pid}/stat"))
-    return bool(stat) and stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (tells a reused pid from the recorded process)."""
-    stat = _read(Path(f"/proc/{pid}/stat"))
-    return stat.rsplit(")", 1)[-1].split()[19] if stat else None
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_bytes().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def mounts_below(root: Path) -> list[Path]:

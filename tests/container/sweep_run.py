@@ -37,7 +37,7 @@ def container_run(tmp_path: Path, dockerd: Dockerd, image: str, only: str = "*",
     extra = {"trtsweep_triton_runtime": "container", "trtsweep_triton_container_image": image,
              "triton_serve_container_docker": str(dockerd.client), "triton_serve_tritonserver": "tritonserver",
              "trtsweep_only": only, "trtsweep_sweep": sweep, **(extra or {})}  # fmt: skip
-    env = {**dockerd.env(), "FAKE_GPU_COUNT": str(gpus),
+    env = {**dockerd.env(), "FAKE_GPU_COUNT": str(gpus), "FAKE_GPU_OWNER": str(tmp_path),
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(DOUBLES), os.environ["PATH"]]),
            "PYTHONPATH": os.pathsep.join([str(DOUBLES / "nvml"), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
     return Run(tmp_path, extra=extra, env=env, ports=ports)

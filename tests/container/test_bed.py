@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.beds import alive, require
 from tests.conftest import ROOT, free_ports, wait_for
-from tests.container.conftest import require
-from tests.container.dockerd import Dockerd, alive, stale_beds, start, stop_bed, unavailable_reason
+from tests.container.dockerd import Dockerd, stale_beds, start, stop_bed, unavailable_reason
 from tests.container.image import PYTHON_PACKAGES, VENV, Image
 
 pytestmark = pytest.mark.container
@@ -194,7 +194,7 @@ def test_memlock_unlimited_fails_where_the_hard_limit_is_fixed(
 def test_a_bed_whose_session_was_killed_is_stopped_by_the_next_start() -> None:
     """A dockerd outlives its killed session (it runs in a session of its own); the next start finds its bed by the
     owner it recorded, stops the daemon by its pid file and removes the bed."""
-    require(unavailable_reason())
+    require(unavailable_reason(), "container")
     beds = Path(tempfile.mkdtemp(prefix="tswbeds-", dir="/tmp"))  # short: the socket path must fit 108 bytes
     script = (
         "import sys, time; from pathlib import Path; from tests.container.dockerd import start; "

@@ -2,7 +2,7 @@
 among the GPU's compute processes (NVML: here its double, tests/doubles/nvml, which reports the server-like processes
 an environment gives the GPU) and the point fails at serve naming it, instead of being measured on a shared GPU and
 recorded ok. The point's server is the sleep-bound stand-in started as `tritonserver` (so NVML counts it as a
-server), on this machine (`ansible_connection: local`) with one GPU (the nvidia-smi double)."""
+server), on this machine (`ansible_connection: local`) with GPU 7 of eight (the nvidia-smi double; the others busy)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,9 @@ def gpu_run(tmp_path):
     wrapper.chmod(0o755)
     values["triton_serve_tritonserver"] = str(wrapper)
     extravars.write_text(yaml.safe_dump(values))
-    env = {**playbook_env(), "FAKE_GPU_COUNT": "1",
+    # eight GPUs, 0-6 busy (nvidia-smi's memory in use): the point gets GPU 7, which no other test uses
+    env = {**playbook_env(), "FAKE_GPU_COUNT": "8", "FAKE_GPU_USED_MB": ",".join(["40000"] * 7),
+           "FAKE_GPU_OWNER": str(tmp_path),
            "PATH": os.pathsep.join([str(DOUBLES), playbook_env()["PATH"]]),
            "PYTHONPATH": os.pathsep.join([str(DOUBLES / "nvml"), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
     return playbook_argv(extravars), env
@@ -52,7 +54,8 @@ def test_a_point_whose_gpu_another_job_uses_is_not_measured(tmp_path):
     other = tmp_path / "elsewhere" / "tritonserver"
     other.parent.mkdir()
     other.symlink_to("/bin/sleep")
-    squatter = subprocess.Popen([str(other), "300"], env={**os.environ, "CUDA_VISIBLE_DEVICES": "0"})
+    squatter = subprocess.Popen([str(other), "300"], env={**os.environ, "CUDA_VISIBLE_DEVICES": "7",
+                                                          "FAKE_GPU_OWNER": str(tmp_path)})  # fmt: skip
     try:
         done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     finally:
@@ -61,6 +64,6 @@ def test_a_point_whose_gpu_another_job_uses_is_not_measured(tmp_path):
     assert done.returncode != 0, done.stdout[-3000:]
     (record,) = records(tmp_path, "foreign").values()
     assert record["status"] == "failed" and record["stage"] == "serve", record
-    assert f"the point's GPUs are also in use: GPU 0 by pid {squatter.pid} (tritonserver)" in record["cause"], record
+    assert f"the point's GPUs are also in use: GPU 7 by pid {squatter.pid} (tritonserver)" in record["cause"], record
     alone = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
-    assert alone.returncode == 0, alone.stdout[-3000:]  # the GPU free again: measured (its server seen on GPU 0)
+    assert alone.returncode == 0, alone.stdout[-3000:]  # the GPU free again: measured (its server seen on GPU 7)

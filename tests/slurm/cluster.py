@@ -55,14 +55,18 @@ import json
 import os
 import secrets
 import shutil
-import signal
-import socket
 import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.beds import names_bed as _names_bed
+from tests.beds import read as _read
+from tests.beds import start_time as _start_time
+from tests.beds import terminate
+from tests.conftest import free_ports
 
 SBIN = Path("/usr/sbin")
 BIN = Path("/usr/bin")
@@ -255,7 +259,7 @@ def _prepare(cluster: Cluster, cpus: int) -> None:
         gres.append(f"NodeName={node} Name=gpu File={devices}/nvidia[0-{last}]")
     (root / "gres.conf").write_text("\n".join(gres) + "\n")
     (root / "plugstack.conf").write_text("")
-    ctld_port, *node_ports = _free_ports(1 + len(cluster.nodes))
+    ctld_port, *node_ports = free_ports(1 + len(cluster.nodes))
     node_lines = [
         NODE_LINE.format(name=node, port=port, cpus=cpus, memory=REAL_MEMORY_MB, gpus=cluster.gpus_per_node)
         for node, port in zip(cluster.nodes, node_ports, strict=True)
@@ -278,20 +282,6 @@ def _munged_argv(root: Path) -> list[str]:
         "--log-file", str(root / "munged.log"),
         "--seed-file", str(root / "munged.seed"),
     ]  # fmt: skip
-
-
-def _free_ports(count: int) -> list[int]:
-    """Ports the kernel hands out on loopback right now (held open together so they differ)."""
-    socks = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            socks.append(sock)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 def _launch(cluster: Cluster, name: str, argv: list[str]) -> None:
@@ -436,42 +426,3 @@ def _ancestors(pid: int) -> set[int]:
         stat_ = _read(Path(f"/proc/{pid}/stat"))
         pid = int(stat_.rsplit(")", 1)[-1].split()[1]) if stat_ else 0
     return found
-
-
-def _names_bed(pid: int, root: Path) -> bool:
-    """Whether the process's command line names the bed's directory."""
-    cmdline = _read(Path(f"/proc/{pid}/cmdline")).replace("\0", " ")
-    return f"{root}/" in cmdline
-
-
-def terminate(pids: Sequence[int], grace: float) -> None:
-    """SIGTERM to each, SIGKILL to those still alive after `grace` seconds; waits until they are gone."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        for pid in pids:
-            if alive(pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, sig)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and any(alive(pid) for pid in pids):
-            time.sleep(0.05)
-        if not any(alive(pid) for pid in pids):
-            return
-
-
-def alive(pid: int) -> bool:
-    """Whether the process exists and is not a zombie."""
-    stat_ = _read(Path(f"/proc/{pid}/stat"))
-    return bool(stat_) and stat_.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (tells a reused pid from the recorded process)."""
-    stat_ = _read(Path(f"/proc/{pid}/stat"))
-    return stat_.rsplit(")", 1)[-1].split()[19] if stat_ else None
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_bytes().decode(errors="replace")
-    except OSError:
-        return ""

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.beds import alive, require
 from tests.conftest import ROOT, wait_for
-from tests.slurm.cluster import Cluster, alive, stale_beds, start, stop_bed, unavailable_reason
-from tests.slurm.conftest import require
+from tests.slurm.cluster import Cluster, stale_beds, start, stop_bed, unavailable_reason
 
 pytestmark = pytest.mark.slurm
 
@@ -101,7 +101,7 @@ def test_scancel_of_a_step_ends_its_srun_and_keeps_the_job(slurm_cluster: Cluste
 def test_a_bed_whose_owner_was_killed_is_stopped_by_the_next_start() -> None:
     """A cluster outlives its killed owner (its daemons run in sessions of their own); the next start finds its bed
     by the owner it recorded, stops the daemons by their pids and removes the bed."""
-    require(unavailable_reason())
+    require(unavailable_reason(), "Slurm")
     beds = Path(tempfile.mkdtemp(prefix="tswslurm-", dir="/tmp"))  # short: munge.socket's path must fit 108 bytes
     script = (
         "import json, sys, time; from pathlib import Path; from tests.slurm.cluster import start; "

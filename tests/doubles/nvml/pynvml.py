@@ -7,6 +7,10 @@ sees their pids) or CUDA_VISIBLE_DEVICES (a process started natively), when it I
 tritonserver, a python-backend stub or trtllm-serve, or it runs python -m trtsweep.serve.hf_openai: not a launcher
 such as `docker run ... tritonserver` that names one): read from /proc, so a process tree walked from the wrong root
 misses them as it would on a GPU host. Telemetry reads return fixed plausible values.
+
+Tests run side by side on one machine, each its own "GPU host": where the caller's environment sets
+FAKE_GPU_OWNER, a native process (CUDA_VISIBLE_DEVICES) counts only if its environment has the same owner (another
+test's server is on another machine's GPUs); a container's processes (NVIDIA_VISIBLE_DEVICES) count as before.
 """
 
 from __future__ import annotations
@@ -72,17 +76,20 @@ def nvmlDeviceGetName(handle: int) -> str:
 
 
 def _given(pid: str) -> tuple[set[str], list[str]]:
-    """(the GPU indices a process's environment gives it, its argv)."""
+    """(the GPU indices a process's environment gives it on the caller's "host", its argv)."""
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
         return set(), []
+    variables = dict(entry.decode(errors="replace").partition("=")[::2] for entry in environ if entry)
+    owner = os.environ.get("FAKE_GPU_OWNER")
+    native = "NVIDIA_VISIBLE_DEVICES" not in variables
+    if owner and native and variables.get("FAKE_GPU_OWNER") != owner:
+        return set(), argv  # another test's process: another machine's GPUs
     found: set[str] = set()
-    for entry in environ:
-        name, _, value = entry.decode(errors="replace").partition("=")
-        if name in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
-            found |= {v.strip() for v in value.split(",") if v.strip()}
+    for name in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        found |= {v.strip() for v in variables.get(name, "").split(",") if v.strip()}
     return found, argv
 
 
@@ -91,7 +98,8 @@ def _is_server(argv: list[str]) -> bool:
         return False
     if Path(argv[0]).name in SERVERS:
         return True
-    return any(argv[i] == "-m" and argv[i + 1] in MODULES for i in range(len(argv) - 1))
+    # `python -m <server module>` itself, not a launcher (a supervisor, `docker run`) whose argv names one
+    return Path(argv[0]).name.startswith("python") and argv[1:2] == ["-m"] and argv[2:3] != [] and argv[2] in MODULES
 
 
 def nvmlDeviceGetComputeRunningProcesses(handle: int) -> list[_Process]:
