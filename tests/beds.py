@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
+import json
 import os
 import signal
 import time
@@ -84,3 +86,28 @@ def read(path: Path) -> str:
         return path.read_bytes().decode(errors="replace")
     except OSError:
         return ""
+
+
+def stale_beds(beds: Path) -> list[Path]:
+    """The beds under `beds` whose owner process is gone (or was never recorded in their owner.json)."""
+    stale = []
+    for root in sorted(beds.glob("bed-*")):
+        try:
+            owner = json.loads((root / "owner.json").read_text())
+        except (OSError, ValueError):
+            stale.append(root)
+            continue
+        if start_time(int(owner["pid"])) != owner.get("start"):
+            stale.append(root)
+    return stale
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (created if missing) for the block's duration."""
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -50,7 +50,6 @@ Use::
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import secrets
@@ -58,14 +57,15 @@ import shutil
 import stat
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests import beds as beds_mod
+from tests.beds import locked, terminate
 from tests.beds import names_bed as _names_bed
 from tests.beds import read as _read
 from tests.beds import start_time as _start_time
-from tests.beds import terminate
 from tests.conftest import free_ports
 
 SBIN = Path("/usr/sbin")
@@ -346,27 +346,7 @@ def _logs(root: Path, lines: int = 12) -> str:
 
 def stale_beds(beds: Path = BEDS) -> list[Path]:
     """Beds whose owner process is gone (or was never recorded)."""
-    stale = []
-    for root in sorted(beds.glob("bed-*")):
-        try:
-            owner = json.loads((root / "owner.json").read_text())
-        except (OSError, ValueError):
-            stale.append(root)
-            continue
-        if _start_time(int(owner["pid"])) != owner.get("start"):
-            stale.append(root)
-    return stale
-
-
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on `path` (created if missing) for the block's duration."""
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return beds_mod.stale_beds(beds)
 
 
 # -- stopping ---------------------------------------------------------------------------------------------------------
