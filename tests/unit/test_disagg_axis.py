@@ -20,7 +20,7 @@ C1G1 = {"context": {"tp": 1}, "generation": {"tp": 1}}
 C1G2 = {"context": {"tp": 1}, "generation": {"tp": 1, "instances": 2}}
 C2G1 = {"name": "wide", "context": {"tp": 1, "instances": 2}, "generation": {"tp": 2, "pp": 2},
         "transceiver": {"backend": "UCX", "max_tokens_in_buffer": 4096}}  # fmt: skip
-NGRAM = {"name": "ngram", "decoding_type": "NGram", "max_draft_len": 4}
+NGRAM = {"name": "ngram", "decoding_type": "NGram", "max_draft_len": 4, "options": {"max_matching_ngram_size": 2}}
 
 
 def sweep(release: str = "1.2", **over: Any) -> dict[str, Any]:

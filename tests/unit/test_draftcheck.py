@@ -60,7 +60,7 @@ def hub(demo_model, tmp_path, monkeypatch) -> Path:
 
 
 def sweep(draft: str) -> dict:
-    ngram = {"name": "ngram", "decoding_type": "NGram", "max_draft_len": 4}
+    ngram = {"name": "ngram", "decoding_type": "NGram", "max_draft_len": 4, "options": {"max_matching_ngram_size": 2}}
     eagle = {"name": "eagle3", "decoding_type": "Eagle", "max_draft_len": 3, "draft": {"repo_id": draft}}
     return {"name": "draft", "backend": "tensorrtllm", "flow": "pytorch", "servers": ["trtllm-serve"],
             "trtllm": {"version": "1.2.0", "family": "llama"}, "models": [{"repo_id": MODEL, "name": "model"}],

@@ -111,6 +111,9 @@ def test_attention_dp_and_moe_make_points_that_fit_the_tp():
          "sweep field 'speculative[0].draft': NGram drafts without a draft model"),
         ({"speculative": [{**NGRAM, "max_draft_len": None}]},
          "sweep field 'speculative[0].max_draft_len': NGram drafts up to max_draft_len tokens a step: give it"),
+        ({"speculative": [{**NGRAM, "options": {}}]},
+         "sweep field 'speculative[0].options.max_matching_ngram_size': NGram matches up to max_matching_ngram_size "
+         "tokens of the context: give it (an integer > 0, got None); TensorRT-LLM asserts it when the server starts"),
         ({"speculative": [{**NGRAM, "options": {"max_matching_ngram": 2}}]},
          "sweep field 'speculative[0]': speculative_config.max_matching_ngram: TensorRT-LLM 1.2's LLM API has no such "
          "option; did you mean 'max_matching_ngram_size'?"),
@@ -129,7 +132,7 @@ def test_what_a_point_cannot_take_is_refused_in_one_line(over, message):
 
 def test_a_decoding_field_follows_its_release():
     """NGramDecodingConfig.is_auto_heuristic is 1.0's only (removed at 1.1)."""
-    flagged = {**NGRAM, "options": {"is_auto_heuristic": False}}
+    flagged = {**NGRAM, "options": {**NGRAM["options"], "is_auto_heuristic": False}}
     planning.expand(sweep("1.0", speculative=[flagged]))
     assert "is_auto_heuristic: TensorRT-LLM 1.1's LLM API has no such option" in refusal(
         sweep("1.1", speculative=[flagged]))  # fmt: skip

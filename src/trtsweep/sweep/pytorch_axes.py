@@ -234,6 +234,11 @@ def check_point(combo: Combo, release: str, tp: int) -> None:
         llmapi_args.check_speculative(release, config, "speculative_config")
     except TrtsweepError as exc:
         raise _fail(field, str(exc)) from exc
+    ngram = spec.config.get("max_matching_ngram_size")
+    if kind == "NGram" and not (isinstance(ngram, int) and not isinstance(ngram, bool) and ngram > 0):
+        raise _fail(f"{field}.options.max_matching_ngram_size", "NGram matches up to max_matching_ngram_size tokens of "
+                    f"the context: give it (an integer > 0, got {ngram!r}); TensorRT-LLM asserts it when the server "
+                    "starts")  # fmt: skip
 
 
 def options(combo: Combo) -> dict[str, Any]:
