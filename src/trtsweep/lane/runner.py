@@ -133,10 +133,13 @@ def _lost_lanes(spec: HostSpec, children: list[subprocess.Popen[bytes]], told: s
     job = spec.settings.get("trtsweep_slurm_job")
     for lane, child in zip(spec.lanes, children, strict=True):
         status = child.poll()
-        if status is None or lane["name"] in told or _lane_ended(spec.journal(lane["name"])):
+        if status is None or lane["name"] in told:
+            continue
+        events = _journal(spec, lane["name"])
+        if any(event.get("event") == "lane_end" for event in events):
             continue
         told.add(lane["name"])
-        running = _running_point(spec, lane)
+        running = _running_point(lane, events)
         if running is not None:
             with contextlib.suppress(Exception):  # best effort: the lease stops it otherwise
                 PointRun(spec, running, spec.journal(lane["name"]), lane.get("host") or socket.gethostname()
@@ -151,27 +154,22 @@ def _lost_lanes(spec: HostSpec, children: list[subprocess.Popen[bytes]], told: s
         journal.append(spec.journal(lane["name"]), {"event": "lane_lost", "why": why})
 
 
-def _running_point(spec: HostSpec, lane: dict) -> dict | None:
-    """The lane's point that started and did not end, from its journal."""
+def _journal(spec: HostSpec, lane: str) -> list[dict]:
+    """The lane's journal events, read as the controller reads them (journal.read_new)."""
+    with contextlib.suppress(OSError):
+        return journal.read_new(spec.journal_dir, {})[0].get(lane, [])
+    return []
+
+
+def _running_point(lane: dict, events: list[dict]) -> dict | None:
+    """The lane's point that started and did not end, from its journal's events."""
     running = None
-    with contextlib.suppress(OSError):
-        for line in spec.journal(lane["name"]).read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                event = json.loads(line)
-                if event.get("event") == "start":
-                    running = event.get("point")
-                elif event.get("event") == "end" and event.get("point") == running:
-                    running = None
+    for event in events:
+        if event.get("event") == "start":
+            running = event.get("point")
+        elif event.get("event") == "end" and event.get("point") == running:
+            running = None
     return next((p for p in lane["points"] if p["id"] == running), None)
-
-
-def _lane_ended(path: Path) -> bool:
-    with contextlib.suppress(OSError):
-        for line in path.read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                if json.loads(line).get("event") == "lane_end":
-                    return True
-    return False
 
 
 def _run_lanes(spec_file: Path) -> None:

@@ -13,7 +13,8 @@ Without NVML (a CPU host) there is nothing to check: `seen` returns None, `other
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,59 +46,61 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def seen(root: int, nvml: Any | None = None, pids: Callable[[int], set[int]] = tree) -> list[dict[str, Any]] | None:
-    """GPUs whose compute processes include the tree of `root`: [{index, uuid, name, pids, memory_mb}], by index;
-    None without NVML."""
+@contextlib.contextmanager
+def _session(nvml: Any | None) -> Iterator[Any | None]:
+    """NVML initialised for the block (`nvml`, else pynvml), or None where there is none (no package, no driver)."""
     if nvml is None:
         try:
             import pynvml as nvml  # nvidia-ml-py
         except ImportError:
-            return None
+            yield None
+            return
     try:
         nvml.nvmlInit()
     except Exception:  # NVMLError: no driver here
-        return None
+        yield None
+        return
     try:
+        yield nvml
+    finally:
+        nvml.nvmlShutdown()
+
+
+def seen(root: int, nvml: Any | None = None, pids: Callable[[int], set[int]] = tree) -> list[dict[str, Any]] | None:
+    """GPUs whose compute processes include the tree of `root`: [{index, uuid, name, pids, memory_mb}], by index;
+    None without NVML."""
+    with _session(nvml) as session:
+        if session is None:
+            return None
         ours = pids(root)
         found = []
-        for index in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            procs = [p for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid in ours]
+        for index in range(session.nvmlDeviceGetCount()):
+            handle = session.nvmlDeviceGetHandleByIndex(index)
+            procs = [p for p in session.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid in ours]
             if procs:
                 held = [p.usedGpuMemory for p in procs if isinstance(p.usedGpuMemory, int)]
                 found.append({
-                    "index": index, "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
-                    "name": _text(nvml.nvmlDeviceGetName(handle)), "pids": sorted(p.pid for p in procs),
+                    "index": index, "uuid": _text(session.nvmlDeviceGetUUID(handle)),
+                    "name": _text(session.nvmlDeviceGetName(handle)), "pids": sorted(p.pid for p in procs),
                     "memory_mb": round(sum(held) / MIB) if held else None,
                 })  # fmt: skip
         return found
-    finally:
-        nvml.nvmlShutdown()
 
 
 def others_on(given: Iterable[int], root: int, nvml: Any | None = None,
               pids: Callable[[int], set[int]] = tree) -> dict[int, list[int]]:  # fmt: skip
     """GPU index -> the compute processes on it that are not the server's tree of `root` (another user's job,
     another controller's server), for the GPUs `given`; {} without NVML or when there are none."""
-    if nvml is None:
-        try:
-            import pynvml as nvml  # nvidia-ml-py
-        except ImportError:
+    with _session(nvml) as session:
+        if session is None:
             return {}
-    try:
-        nvml.nvmlInit()
-    except Exception:  # NVMLError: no driver here
-        return {}
-    try:
         ours, out = pids(root), {}
         for index in sorted(set(given)):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            others = sorted(p.pid for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid not in ours)
+            handle = session.nvmlDeviceGetHandleByIndex(index)
+            others = sorted(p.pid for p in session.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid not in ours)
             if others:
                 out[index] = others
         return out
-    finally:
-        nvml.nvmlShutdown()
 
 
 def foreign_line(others: dict[int, list[int]], proc: Path = Path("/proc")) -> str | None:
