@@ -37,7 +37,7 @@ def _plan(args: argparse.Namespace) -> None:
 
 def _plan_text(sweep: dict, args: argparse.Namespace) -> str:
     from trtsweep.fleet import runplan
-    from trtsweep.sweep import draftcheck, promptcheck
+    from trtsweep.sweep import draftcheck, promptcheck, pytorch_axes
     from trtsweep.sweep.paths import model_dirs
     from trtsweep.sweep.planning import expand
 
@@ -50,7 +50,8 @@ def _plan_text(sweep: dict, args: argparse.Namespace) -> str:
         checks = promptcheck.plan_checks(points, base)
         records = runplan.prompt_records(points, base)
         spend = estimates(points, SearchSpec.from_sweep(sweep.get("search")), records, args.results_dir / sweep["name"])
-        drafts = draftcheck.plan_notes(points, model_dirs(sweep, base))
+        dirs = model_dirs(sweep, base)
+        drafts = draftcheck.plan_notes(points, dirs) + pytorch_axes.plan_notes(points, dirs)
         return "\n".join([*(p["id"] for p in points), *promptcheck.lines(checks), *drafts, *spend])
     from trtsweep.fleet.inventory import planning_hosts
 

@@ -226,3 +226,11 @@ def test_the_example_sweeps_points_make_workers_the_release_takes(release):
         made = disagg.workers(shape, release, point["llm_api"], list(range(shape.gpus())), "127.0.0.1", ports)
         assert [w.role for w in made].count("generation") == point["disaggregated"]["generation"]["instances"]
         assert {w.tp for w in made if w.role == "generation"} == {point["tp"]}
+
+
+@pytest.mark.parametrize("release", ["1.0", "1.1", "1.2"])
+def test_the_mpi_transceiver_is_refused_as_trtsweep_starts_each_worker_as_its_own_process(release):
+    got = refusal(sweep(release, disaggregated=[{**C1G1, "transceiver": {"backend": "MPI"}}]))
+    assert got.startswith("sweep field 'disaggregated[0].transceiver.backend': MPI moves the KV cache between ranks of "
+                          "one MPI world") and got.endswith("use DEFAULT, UCX, NIXL" + (", MOONCAKE" if release == "1.2"
+                                                                                        else "")), got  # fmt: skip

@@ -193,3 +193,77 @@ def test_the_example_sweeps_options_and_commands_are_each_releases(name, release
         spec = serve.ServeSpec(model="/hf/m", options_file="/w/o.yml", port=8000, tp=point["tp"], pp=point["pp"],
                                ep=placed.get("moe_expert_parallel_size"))  # fmt: skip
         serve.argv(release, spec)
+
+
+def model_dir(tmp_path: Path, name: str, config: dict[str, Any]) -> str:
+    where = tmp_path / name
+    where.mkdir()
+    (where / "config.json").write_text(json.dumps(config))
+    return str(where)
+
+
+MTP = {"name": "mtp", "decoding_type": "MTP", "options": {"num_nextn_predict_layers": 1}}
+
+
+def test_mtp_needs_a_checkpoint_with_mtp_layers_and_says_so_where_its_config_is_not_here(tmp_path):
+    """MTPDecodingConfig drafts with the checkpoint's own layers (config.json num_nextn_predict_layers, DeepSeek-V3
+    style); a Llama or Qwen checkpoint has none and fails at model load."""
+    llama = model_dir(tmp_path, "llama", {"vocab_size": 1000, "architectures": ["LlamaForCausalLM"]})
+    deepseek = model_dir(tmp_path, "deepseek", {"vocab_size": 1000, "num_nextn_predict_layers": 1,
+                                                "n_routed_experts": 256})  # fmt: skip
+    got = refusal(sweep(speculative=[MTP], search={"model_dirs": {"m": llama}}))
+    assert got == (
+        "sweep field 'speculative[0].decoding_type': MTP drafts with the checkpoint's own MTP layers, and "
+        "Org/Model-8B's config.json has no num_nextn_predict_layers (DeepSeek-V3-style checkpoints have "
+        "them): TensorRT-LLM fails at model load; use NGram, or Eagle / DraftTarget with a draft model"
+    )
+    points = planning.expand(sweep(speculative=["none", MTP], search={"model_dirs": {"m": deepseek}}))
+    assert points[1]["llm_api"]["speculative_config"]["decoding_type"] == "MTP"
+    assert pytorch_axes.plan_notes(points, {"m": deepseek}) == []
+    unknown = planning.expand(sweep(speculative=[MTP]))  # no config here: planned, and the plan says what it left
+    assert pytorch_axes.plan_notes(unknown) == [
+        "model config of Org/Model-8B: not on this machine, so its MTP layers (num_nextn_predict_layers) were not "
+        "checked (give search.model_dirs, or have it in the hub cache)"]  # fmt: skip
+
+
+def test_attention_dp_is_refused_on_a_dense_model_and_measured_at_tp_times_the_load(tmp_path):
+    dense = model_dir(tmp_path, "dense", {"vocab_size": 1000})
+    moe = model_dir(tmp_path, "moe", {"vocab_size": 1000, "num_experts": 128})
+    bench = {"concurrency": [1, 2, 4], "num_requests": 32, "input_data": "data/prompts.jsonl"}
+    value = sweep(parallelism=[{"tp": 4}], attention_dp=[False, True], benchmark=bench)
+    assert refusal({**value, "search": {"model_dirs": {"m": dense}}}).startswith(
+        "sweep field 'attention_dp': Org/Model-8B is a dense model (its config.json names none of num_local_experts, "
+        "num_experts, n_routed_experts): attention DP is for MoE models")  # fmt: skip
+    plain, adp = planning.expand({**value, "search": {"model_dirs": {"m": moe}}})
+    # each of the 4 ranks takes its own requests: the sweep's levels are a rank's
+    assert (plain["benchmark"]["concurrency"], plain["benchmark"]["num_requests"]) == ([1, 2, 4], 32)
+    assert "levels_scaled_by" not in plain["benchmark"]
+    assert (adp["benchmark"]["concurrency"], adp["benchmark"]["num_requests"]) == ([4, 8, 16], 128)
+    assert adp["benchmark"]["levels_scaled_by"] == 4
+    load = {"load": {"search": "slo", "variable": "concurrency", "max": 16}, "input_data": "data/prompts.jsonl"}
+    searched = planning.expand({**value, "attention_dp": [True], "search": {"model_dirs": {"m": moe}},
+                                "benchmark": load, "slo": {"ttft_p99_ms": 500}})  # fmt: skip
+    assert searched[0]["benchmark"]["load"]["max"] == 64
+
+
+@pytest.mark.parametrize("backend", ["TRTLLM", "CUTEDSL"])
+def test_a_blackwell_moe_backend_is_refused_on_hopper_and_placed_on_blackwell_gpus(backend):
+    """TRTLLMGenFusedMoE ("SM100 Blackwell only") and CuteDslFusedMoE (SM100 CuTe DSL kernels) fail on H100/H200."""
+    from trtsweep.fleet import placement
+
+    value = sweep(parallelism=[{"tp": 2}], moe=[{"ep": 2, "backend": backend}, {"ep": 2, "backend": "CUTLASS"}])
+    assert refusal({**value, "placement": {"gpu_type": "H100"}}) == (
+        f"sweep field 'moe[0].backend': {backend}'s MoE kernels are Blackwell's (SM100: B100, B200, GB200, B300, "
+        "GB300) only, and placement.gpu_type asks for H100: use CUTLASS (any GPU) there")  # fmt: skip
+    blackwell, cutlass = planning.expand(value)
+    assert blackwell["resources"]["gpu_arch"] == "sm100" and "gpu_arch" not in cutlass["resources"]
+    hopper = placement.Host("h", [placement.Gpu(i, "NVIDIA H100 80GB HBM3", 81559) for i in range(8)])
+    b200 = placement.Host("b", [placement.Gpu(i, "NVIDIA B200", 183359) for i in range(8)])
+    assert not hopper.fits(blackwell["resources"]) and hopper.fits(cutlass["resources"])
+    assert b200.fits(blackwell["resources"])
+    with pytest.raises(TrtsweepError, match=r"no host can take 1 point\(s\): m_bf16_tp2pp1.*_moe-ep2tp1-"
+                       rf"{backend.lower()}_pytorch-serve \(2 GPU\(s\) of architecture sm100 \(B100, B200, GB200, "
+                       r"B300, GB300: its MoE backend's kernels\)\)"):  # fmt: skip
+        placement.check_fit([blackwell, cutlass], [hopper])
+    placement.check_fit([blackwell, cutlass], [hopper, b200])
+    planning.expand({**value, "placement": {"gpu_type": "B200"}})

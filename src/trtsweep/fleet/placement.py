@@ -34,6 +34,7 @@ so no port is shared between lanes. A host without a disaggregated point keeps i
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -42,6 +43,14 @@ from trtsweep.errors import TrtsweepError
 PORT_ROLES = ("http", "grpc", "metrics")
 DEFAULT_PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}
 DEFAULT_PORT_STRIDE = 10
+# GPU architectures a point may ask for (`resources.gpu_arch`), by the names nvidia-smi gives their GPUs
+ARCHS = {"sm100": re.compile(r"\bG?B(?:100|200|300)\b", re.IGNORECASE)}  # Blackwell (SM100 / SM103)
+ARCH_NAMES = {"sm100": "B100, B200, GB200, B300, GB300"}
+
+
+def has_arch(gpu_name: str, arch: str) -> bool:
+    """Whether a GPU of this name (or a sweep's gpu_type) is of the architecture."""
+    return bool(ARCHS[arch].search(gpu_name))
 
 
 @dataclass(frozen=True)
@@ -66,7 +75,9 @@ class Host:
         """The GPUs of this host that a point with these resources may use."""
         gpu_type = (resources.get("gpu_type") or "").lower()
         min_mb = (resources.get("min_gpu_memory_gb") or 0) * 1024
-        return [g for g in self.gpus if gpu_type in g.name.lower() and g.memory_mb >= min_mb]
+        arch = resources.get("gpu_arch")
+        return [g for g in self.gpus if gpu_type in g.name.lower() and g.memory_mb >= min_mb
+                and (arch is None or has_arch(g.name, arch))]  # fmt: skip
 
     def fits(self, resources: dict[str, Any]) -> bool:
         return len(self.fitting(resources)) >= resources["gpus"]
@@ -114,6 +125,9 @@ def _describe(resources: dict[str, Any]) -> str:
         text += f" of type {resources['gpu_type']}"
     if resources.get("min_gpu_memory_gb"):
         text += f" with >= {resources['min_gpu_memory_gb']} GiB"
+    if resources.get("gpu_arch"):
+        arch = resources["gpu_arch"]
+        text += f" of architecture {arch} ({ARCH_NAMES[arch]}: its MoE backend's kernels)"
     return text
 
 

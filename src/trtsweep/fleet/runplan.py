@@ -33,7 +33,8 @@ from trtsweep.errors import TrtsweepError
 from trtsweep.fleet import placement, status
 from trtsweep.search import costs, estimate, predicted, rounds
 from trtsweep.search.strategy import SearchSpec
-from trtsweep.sweep import draftcheck, promptcheck
+from trtsweep.sweep import draftcheck, promptcheck, pytorch_axes
+from trtsweep.sweep.paths import model_dirs
 from trtsweep.sweep.planning import check_input_data, default_base_dir, expand
 
 PLAN_FILE = "plan.json"
@@ -96,7 +97,8 @@ def make_plan(
     to_run = [p for p in to_run if p["id"] not in lost]
     # prompts over a point's max_input_len fail the plan; deferred to the host without a tokenizer here
     prompt_checks = promptcheck.plan_checks(to_run, base)
-    drafts = draftcheck.plan_notes(to_run, (sweep.get("search") or {}).get("model_dirs"))
+    dirs = model_dirs(sweep, base)
+    notes = draftcheck.plan_notes(to_run, dirs) + pytorch_axes.plan_notes(to_run, dirs)
     placeable = [p for p in to_run if any(h.fits(p["resources"]) for h in healthy)]
     unplaced = []
     for point in to_run:
@@ -125,7 +127,7 @@ def make_plan(
         "left_out": left_out,
         "unplaced": unplaced,
         "prompt_checks": prompt_checks,
-        "draft_tokenizers": drafts,
+        "plan_notes": notes,  # what was not checked at plan time (a draft's tokenizer, a model config) and why
         "hosts": hosts,
         # the next round is planned while this one measured something; a sweep without a capacity search has one
         "search": {
@@ -260,7 +262,7 @@ def plan_text(plan: dict[str, Any]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines += promptcheck.lines(plan.get("prompt_checks", {}))
-    lines += plan.get("draft_tokenizers", [])
+    lines += plan.get("plan_notes", [])
     lines += plan.get("search", {}).get("estimates", [])
     for name in plan["kept"]:
         lines.append(f"kept (complete from an earlier run with the same settings): {name}")

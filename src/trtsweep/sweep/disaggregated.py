@@ -26,7 +26,8 @@ trtllm-serve among the pytorch flow's servers (Triton's llmapi model has no disa
 planned aggregated only, as engine-flow points are planned without the axes); a transceiver backend or field the
 release's CacheTransceiverConfig does not have (args/<release>.json: DEFAULT, UCX, NIXL, MPI in 1.0 and 1.1,
 MOONCAKE too in 1.2; lower-case names were 1.0 release candidates' only); `llm_api.cache_transceiver_config` beside
-the axis; on the hf backend (the CPU bed's stand-ins, one rank each) a worker of more than one rank. tp, pp and
+the axis; the MPI transceiver (it needs every worker's ranks in one MPI world, and each worker is its own trtllm-serve
+process here); on the hf backend (the CPU bed's stand-ins, one rank each) a worker of more than one rank. tp, pp and
 instances below 1 are the schema's (positive integers). A value that needs more GPUs than a host has is refused by
 placement (trtsweep.fleet.placement.check_fit names the point and its GPUs).
 """
@@ -135,6 +136,10 @@ def check_release(item: Value | None, release: str) -> None:
             transceiver["backend"].upper() in backends) else ""  # fmt: skip
         raise _fail(f"{field}.backend", f"TensorRT-LLM {release} takes one of {', '.join(backends)}, got "
                                         f"{transceiver['backend']!r}{hint}")  # fmt: skip
+    if transceiver["backend"] == "MPI":
+        raise _fail(f"{field}.backend", "MPI moves the KV cache between ranks of one MPI world (the disaggregated "
+                    "MPI-worker launch, deprecated), and trtsweep starts each worker as its own trtllm-serve process: "
+                    f"use {', '.join(b for b in backends if b != 'MPI')}")  # fmt: skip
     try:
         llmapi_args.check_options(release, {"cache_transceiver_config": transceiver})
     except TrtsweepError as exc:

@@ -367,6 +367,7 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
                            triton if flow == "engine" else {}, benchmark, trtllm, placement)  # fmt: skip
             point |= {"flow": flow, "server": server, "config": stem, "input_data_sha256": prompts_sha256}
             point |= pytorch_axes.point_fields(combo)
+            point["resources"] |= pytorch_axes.resources(combo)
             if combo.disaggregated is not None:  # every worker's GPUs, on one host
                 point["resources"]["gpus"] = disaggregated.point_gpus(combo.disaggregated.shape, backend,
                                                                       placement["gpus_per_point"])  # fmt: skip
@@ -377,6 +378,7 @@ def expand(sweep: Any, base_dir: Path | None = None) -> list[dict[str, Any]]:
                 if model_config is not None and draft_config is not None:  # and the draft's tokenizer (where at hand)
                     draftcheck.check(model, combo.speculative, model_dirs(sweep, base))
                 point["llm_api_release"] = release
+                point["benchmark"] = pytorch_axes.benchmark(combo, tp, point["benchmark"])
                 axis_options = {**llm_api, **pytorch_axes.options(combo)}
                 point["llm_api"] = flows.llm_api_options(point, str(release), pytorch, axis_options)
                 inputs = point["benchmark"]["extra_inputs"]
@@ -409,7 +411,7 @@ def _model_configs(models: list[dict[str, Any]], axes: list[pytorch_axes.Combo],
                    dirs: dict[str, str] | None) -> dict[tuple[str, str | None], tuple[Any, Any]]:  # fmt: skip
     """(model name, draft repo) -> (the model's config.json, the draft's) where the controller has them (a sweep's
     search.model_dirs, the hub cache; never the network): MoE fields and drafts are checked against them."""
-    if not any(c.moe is not None or (c.speculative and c.speculative.draft) for c in axes):
+    if not any(pytorch_axes.needs_config(c) for c in axes):
         return {}
     out: dict[tuple[str, str | None], tuple[Any, Any]] = {}
     for model, combo in itertools.product(models, axes):

@@ -21,9 +21,12 @@ The engine flow's points of a sweep are planned without the axes (trtllm-build's
 here), as before; a sweep whose points are all the engine flow's is refused with them. What each value cannot take is
 refused at plan time in one line naming the field: a decoding type the release or the PyTorch backend does not
 have (Medusa and Lookahead are not the PyTorch backend's: their supports_backend), a draft where there is none to
-give or none where one is needed, attention DP on one rank, MoE fields on a model whose config.json names no
-experts, a draft whose vocabulary is not the model's; on the hf backend (the CPU bed's stand-ins, one rank) n-gram
-drafting only. A sweep without these keys plans exactly as before (no key in its points, the same ids and hashes).
+give or none where one is needed, attention DP on one rank or on a dense model, MoE fields on a model whose config.json
+names no experts, MTP on a checkpoint without MTP layers, a Blackwell-only MoE backend where placement.gpu_type names
+another GPU (its points need sm100 GPUs: placement), a draft whose vocabulary is not the model's (the config checks
+where the controller has config.json; plan_notes says what was left out); on the hf backend (the CPU bed's
+stand-ins, one rank) n-gram and draft-model drafting only. A sweep without these keys plans exactly as before (no
+key in its points, the same ids and hashes).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trtsweep.errors import TrtsweepError
+from trtsweep.fleet import placement
 from trtsweep.sweep import disaggregated as disagg
 from trtsweep.toolchain.llmapi import args as llmapi_args
 from trtsweep.toolchain.llmapi import options as llmapi_options
@@ -49,6 +53,14 @@ NEEDS_DRAFT_LEN = ("Eagle", "NGram", "DraftTarget")
 HF_TYPES = ("NGram", "DraftTarget")  # what the hf backend's stand-ins draft (trtsweep.serve.drafting)
 # config.json keys that give a model's routed experts (Mixtral/Qwen-MoE, Qwen3-MoE/OLMoE, DeepSeek)
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+# config.json's MTP layers (DeepSeek-V3, GLM-4.5 style checkpoints): MTP drafts with them, and a model without them
+# fails at load (MTPDecodingConfig reads num_nextn_predict_layers from the model's config)
+MTP_KEY = "num_nextn_predict_layers"
+# MoE backends whose kernels are Blackwell's (SM100 / SM103) only: TRTLLMGenFusedMoE (fused_moe_trtllm_gen.py: "SM100
+# Blackwell only", SM120 and above refused) and CuteDslFusedMoE (fused_moe_cute_dsl.py: CuTe DSL kernels of SM100);
+# on H100 / H200 (SM90) the server fails at its first forward. Their points need GPUs of trtsweep.fleet.placement's
+# "sm100" architecture.
+BLACKWELL_MOE = ("TRTLLM", "CUTEDSL")
 AXIS_OPTIONS = ("speculative_config", "enable_attention_dp", "moe_expert_parallel_size", "moe_tensor_parallel_size",
                 "moe_config")  # fmt: skip
 
@@ -133,6 +145,13 @@ def check_sweep(sweep: dict[str, Any], backend: str, used_flows: set[str], paral
             raise _fail(f"moe[{index}]", f"moe tp x ep = {entry['ep'] * entry.get('tp', 1)} is no {whose} tp "
                                          f"({', '.join(map(str, sorted(tps)))}): TensorRT-LLM splits the tp ranks into "
                                          "moe tp x moe ep")  # fmt: skip
+    gpu_type = (sweep.get("placement") or {}).get("gpu_type")
+    for index, entry in enumerate(sweep.get("moe") or []):
+        backend_name = str(entry.get("backend") or "").upper()
+        if backend_name in BLACKWELL_MOE and gpu_type and not placement.has_arch(str(gpu_type), "sm100"):
+            raise _fail(f"moe[{index}].backend", f"{backend_name}'s MoE kernels are Blackwell's (SM100: "
+                        f"{placement.ARCH_NAMES['sm100']}) only, and placement.gpu_type asks for {gpu_type}: use "
+                        "CUTLASS (any GPU) there")  # fmt: skip
     moe_tps = {entry["ep"] * entry.get("tp", 1) for entry in sweep.get("moe") or []}
     for value in shapes if moe_tps else []:
         if disagg.roles_tp(value.shape) - moe_tps or len(disagg.roles_tp(value.shape)) > 1:
@@ -241,6 +260,23 @@ def check_point(combo: Combo, release: str, tp: int) -> None:
                     "starts")  # fmt: skip
 
 
+def benchmark(combo: Combo, tp: int, value: dict[str, Any]) -> dict[str, Any]:
+    """The point's benchmark: with attention DP each of the tp ranks takes its own requests and `max_batch_size` is a
+    rank's, so the sweep's load is a rank's: the concurrency levels, a load search's max and num_requests multiplied
+    by tp (`levels_scaled_by`), the load the point exists for (issue 44: measured unscaled, it ran at 1/tp of it)."""
+    if not combo.attention_dp or tp <= 1:
+        return value
+    out = copy.deepcopy(value)
+    if out.get("concurrency"):
+        out["concurrency"] = [level * tp for level in out["concurrency"]]
+    if out.get("load"):
+        out["load"]["max"] = out["load"]["max"] * tp
+    if out.get("num_requests"):
+        out["num_requests"] *= tp
+    out["levels_scaled_by"] = tp
+    return out
+
+
 def options(combo: Combo) -> dict[str, Any]:
     """The LLM API options of the combination (none for an axis the sweep does not give)."""
     out: dict[str, Any] = {}
@@ -323,6 +359,42 @@ def experts(config: dict[str, Any]) -> int | None:
     return None
 
 
+def plan_notes(points: list[dict[str, Any]], model_dirs: dict[str, str] | None = None) -> list[str]:
+    """One line per model whose points a config.json check needed (MoE, attention DP, MTP) where the controller does
+    not have it: those checks were left out (the host's server start is then the first to tell)."""
+    asked: dict[str, dict[str, None]] = {}
+    for point in points:
+        kind = ((point.get("llm_api") or {}).get("speculative_config") or {}).get("decoding_type")
+        needs = {"experts (moe)": "moe_ep" in point, "experts (attention_dp)": bool(point.get("attention_dp")),
+                 f"MTP layers ({MTP_KEY})": kind == "MTP"}  # fmt: skip
+        model = point["model"]
+        for what in (w for w, on in needs.items() if on):
+            if read_config(model["repo_id"], model.get("revision"), model_dirs, model.get("name")) is None:
+                asked.setdefault(model["repo_id"], {})[what] = None
+    return [f"model config of {repo}: not on this machine, so its {', '.join(what)} were not checked (give "
+            "search.model_dirs, or have it in the hub cache)" for repo, what in asked.items()]  # fmt: skip
+
+
+def mtp_layers(config: dict[str, Any]) -> int:
+    """The checkpoint's MTP layers (0: none)."""
+    value = config.get(MTP_KEY) or (config.get("text_config") or {}).get(MTP_KEY)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def needs_config(combo: Combo) -> bool:
+    """Whether a check of the combination reads the model's config.json (MoE, attention DP, MTP, a draft's)."""
+    spec = combo.speculative
+    kind = spec.config["decoding_type"] if spec is not None and spec.config is not None else None
+    return combo.moe is not None or bool(combo.attention_dp) or kind == "MTP" or bool(spec and spec.draft)
+
+
+def resources(combo: Combo) -> dict[str, Any]:
+    """What the combination asks of a point's GPUs beyond their number: a Blackwell MoE backend, their architecture
+    (trtsweep.fleet.placement: a host without such GPUs does not fit the point)."""
+    backend = str((combo.moe or {}).get("backend") or "").upper()
+    return {"gpu_arch": "sm100"} if backend in BLACKWELL_MOE else {}
+
+
 def vocab_size(config: dict[str, Any]) -> int | None:
     value = config.get("vocab_size") or (config.get("text_config") or {}).get("vocab_size")
     return value if isinstance(value, int) else None
@@ -338,7 +410,17 @@ def check_model(model: dict[str, Any], config: dict[str, Any] | None, draft_conf
         keys = ", ".join(EXPERT_KEYS)
         raise _fail(f"moe[{combo.moe_index}]", f"{model['repo_id']} is a dense model (its config.json names none of "
                     f"{keys}): MoE parallelism has no experts to split")  # fmt: skip
+    if combo.attention_dp and experts(config) is None:
+        raise _fail("attention_dp", f"{model['repo_id']} is a dense model (its config.json names none of "
+                    f"{', '.join(EXPERT_KEYS)}): attention DP is for MoE models (each rank its own requests through "
+                    "attention, the experts spread across the ranks); a dense model is served by plain tp")  # fmt: skip
     spec = combo.speculative
+    kind = spec.config["decoding_type"] if spec is not None and spec.config is not None else None
+    if kind == "MTP" and not mtp_layers(config):
+        raise _fail(f"speculative[{spec.index}].decoding_type", f"MTP drafts with the checkpoint's own MTP layers, "
+                    f"and {model['repo_id']}'s config.json has no {MTP_KEY} (DeepSeek-V3-style checkpoints have "
+                    "them): TensorRT-LLM fails at model load; use NGram, or Eagle / DraftTarget with a draft "
+                    "model")  # fmt: skip
     if spec is None or spec.draft is None or draft_config is None:
         return
     ours, theirs = vocab_size(config), vocab_size(draft_config)
