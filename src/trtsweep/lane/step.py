@@ -81,9 +81,15 @@ def step_record(point: dict) -> dict:
     env = os.environ
     if "SLURM_STEP_ID" not in env:
         return {}
-    return {"gpus": list(point.get("gpus") or []),
-            "slurm": {"job_id": env.get("SLURM_JOB_ID"), "step_id": env.get("SLURM_STEP_ID"),
-                      "node": env.get("SLURMD_NODENAME")}}  # fmt: skip
+    names = {
+        "job_id": "SLURM_JOB_ID",
+        "step_id": "SLURM_STEP_ID",
+        "node": "SLURMD_NODENAME",
+        "job_name": "SLURM_JOB_NAME",
+        "partition": "SLURM_JOB_PARTITION",
+        "account": "SLURM_JOB_ACCOUNT",
+    }
+    return {"gpus": list(point.get("gpus") or []), "slurm": {key: env.get(var) for key, var in names.items()}}
 
 
 def job_state(job_id: str) -> str:

@@ -327,9 +327,10 @@ def _charts(rows: Sequence[dict[str, Any]], metric: str, label: dict[str, str]) 
             "accuracy": _accuracy(rows, metric, label), "latencies": _latencies(rows, label)}  # fmt: skip
 
 
-def render(name: str, found: Answer, records: Sequence[dict[str, Any]], search: Sequence[str] = ()) -> str:
+def render(name: str, found: Answer, records: Sequence[dict[str, Any]], search: Sequence[str] = (),
+           ran_on: Sequence[str] = ()) -> str:  # fmt: skip
     """The page of the sweep's answer (report.answer: its judged rows, verdict and sizing); `search`: the search's
-    account (trtsweep.report.search.lines)."""
+    account (trtsweep.report.search.lines); `ran_on`: the Slurm allocation it ran in (trtsweep.report.allocation)."""
     rows, verdict = found.rows, found.judged
     label, common = labels(list(_by_point(rows)))
     metric = verdict["slo"].get("accuracy_metric", "rougeL")
@@ -344,6 +345,7 @@ def render(name: str, found: Answer, records: Sequence[dict[str, Any]], search: 
             best=bool(verdict.get("best")),
             sizing=found.sizing,
             search=list(search),
+            ran_on=list(ran_on),
             slo=", ".join(f"{k} {v}" for k, v in verdict["slo"].items()) or "none given (add slo: to the sweep file)",
             common=common,
             metric=metric,

@@ -22,7 +22,7 @@ from trtsweep.common.fileio import atomic_write_text, read_json
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet import status
 from trtsweep.perf.export import CSV_COLUMNS, headline, table
-from trtsweep.report import results_table, search
+from trtsweep.report import allocation, results_table, search
 from trtsweep.report.answer import SLO_FILE, answer, current_points, kept_slo
 from trtsweep.search.rounds import outage
 from trtsweep.sweep.slo import check as slo_check
@@ -194,9 +194,10 @@ def _write(results_dir: Path, slo: dict[str, Any] | None) -> Report:
     found = answer(results_dir, slo or {})
     results_table.write(results_dir, found.all_rows)
     searched = search.lines(results_dir)
-    lines = found.lines() + searched
+    ran_on = allocation.lines(records)
+    lines = found.lines() + searched + ran_on
     html = results_dir / HTML_FILE
-    atomic_write_text(html, page.render(results_dir.name, found, records, searched))
+    atomic_write_text(html, page.render(results_dir.name, found, records, searched, ran_on))
     text = "\n\n".join([*sections, "points:\n" + "\n".join(f"  {line}" for line in points)])
     legend = (
         "latencies in ms; TTFT = time to first token; ICL = inter-chunk latency (every gap, vLLM's ITL); "
