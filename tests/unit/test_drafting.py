@@ -65,7 +65,7 @@ def test_an_engine_with_ngram_drafting_reports_drafted_and_accepted_tokens(demo_
     assert engine.iteration_stats is not None
     prompt = engine.encode("one two three one two three one two three one two")
     gen = hf_generate.Generation(prompt, hf_generate.Sampling(max_tokens=24, top_k=1, ignore_eos=True))
-    list(engine.generate(gen, lambda: False))
+    chunks = [delta.text for delta in engine.generate(gen, lambda: False) if delta.text]
     stats = engine.iteration_stats.take()
     spec = [s["specDecodingStats"] for s in stats]
     assert len(spec) == len(gen.output_ids) == 24
@@ -73,9 +73,15 @@ def test_an_engine_with_ngram_drafting_reports_drafted_and_accepted_tokens(demo_
     accepted = sum(s["numAcceptedTokens"] for s in spec)
     steps = sum(s["numRequestsWithDraftTokens"] for s in spec)
     assert 0 < accepted <= drafted and steps > 0  # a repeating prompt: the drafter finds its n-grams
-    # replaying the drafter over the output gives the same counts (every step closed, the last one too)
+    # a chunk for the context pass's token, then one per step (its accepted tokens and the target's own together,
+    # as trtllm-serve streams them): a client's tokens per chunk after the first is the acceptance length
+    assert len(chunks) == 1 + steps and spec[0]["numDraftTokens"] == 0
+    assert (len(gen.output_ids) - 1) / (len(chunks) - 1) == pytest.approx((accepted + steps) / steps)
+    # replaying the drafter over the output (the context pass's token not drafted) gives the same counts (every step
+    # closed, the last one too)
     replay = drafting.DraftSteps(engine.propose)
-    counts = [replay.feed([*prompt, *gen.output_ids[:i]], t) for i, t in enumerate(gen.output_ids)]
+    counts = [drafting.stats(0, 0, 0)] + [replay.feed([*prompt, *gen.output_ids[:i]], t)
+                                          for i, t in enumerate(gen.output_ids) if i > 0]  # fmt: skip
     counts[-1] = drafting.add(counts[-1], replay.close())
     assert (sum(c["numDraftTokens"] for c in counts), sum(c["numAcceptedTokens"] for c in counts)) == (
         drafted, accepted)  # fmt: skip

@@ -23,6 +23,12 @@ Per level, over the benchmark window = first measured request sent -> last measu
 * ``accuracy``: the mean of every score in `trtsweep.perf.accuracy.score` over requests with a usable
   reference, plus ``corpus_bleu`` / ``corpus_chrf`` of those requests; ``accuracy_records`` counts the
   successful requests by reference state (scored, no_reference, empty_reference) and scorer failures.
+* ``tokens_per_chunk``: per streamed request, (output tokens - 1) / (text chunks - 1): the tokens each decoding
+  step after the first delivered, as the client sees them. A server that streams a chunk per step (trtllm-serve,
+  Triton's tensorrt_llm) gives 1.0 without speculative decoding and the acceptance length with it (tokens a
+  drafted request gains a step), measured beside the server's own iteration stats; a server that merges steps into
+  a chunk shows more than 1.0 on its baseline too. Only where the output count is known (the server's or the
+  tokenizer's), never from the chunks themselves.
 * ``goodput``: requests that succeeded and met every SLO (``--slo ttft=500ms,tpot=50ms,e2e=2s``; open-loop
   levels judge latencies from the schedule) / window; ``good_fraction`` = those / all measured requests.
 """
@@ -66,6 +72,7 @@ class RequestMetrics:
     reference_state: str = "no_reference"
     scorer_error: str | None = None
     corpus: tuple[list[int], list[int]] | None = None
+    tokens_per_chunk: float | None = None  # a streamed request's tokens per decoding step after the first
 
     def latency(self, name: str) -> float | None:
         """ttft / tpot / e2e for SLO checks: from the schedule when the request had one."""
@@ -107,6 +114,9 @@ def request_metrics(
     if ttft is not None and out_tokens is not None and out_tokens > 1:
         tpot = (e2e - ttft) / (out_tokens - 1)
     out = RequestMetrics(ttft, e2e, tpot, icl, in_tokens, out_tokens, None)
+    counted = result.server_output_tokens is not None or retokenized is not None
+    if counted and out_tokens is not None and len(stamps) > 1:
+        out.tokens_per_chunk = (out_tokens - 1) / (len(stamps) - 1)
     if reference is not None and usable_reference(reference):
         scored = scored or score(text, reference, scorer)
         out.scores, out.scorer_error, out.corpus = scored.scores, scored.error, (scored.bleu, scored.chrf)
@@ -128,7 +138,7 @@ def _summary(values: Sequence[float], scale: float = 1000.0) -> dict[str, Any] |
 
 
 SLO_KEYS = ("ttft", "tpot", "e2e")
-SAMPLES = ("ttft", "e2e", "tpot", "icl", "output_tokens", "ttft_sched", "e2e_sched", "lag")
+SAMPLES = ("ttft", "e2e", "tpot", "icl", "output_tokens", "ttft_sched", "e2e_sched", "lag", "tokens_per_chunk")
 LAG_WARNING_S = 0.010
 
 
@@ -182,7 +192,7 @@ class LevelStats:
         if m.output_tokens is not None:
             self.out_sum += m.output_tokens
             self.samples["output_tokens"].append(m.output_tokens)
-        for name in ("ttft", "e2e", "tpot", "ttft_sched", "e2e_sched", "lag"):
+        for name in ("ttft", "e2e", "tpot", "ttft_sched", "e2e_sched", "lag", "tokens_per_chunk"):
             if (value := getattr(m, name)) is not None:
                 self.samples[name].append(value)
         self.samples["icl"].extend(m.icl)
@@ -226,6 +236,8 @@ class LevelStats:
         for name in ("ttft", "e2e", "tpot", "icl"):
             out[f"{name}_ms"] = _summary(self.samples[name])
         out["output_tokens"] = _summary(self.samples["output_tokens"], scale=1.0)
+        if self.samples["tokens_per_chunk"]:
+            out["tokens_per_chunk"] = _summary(self.samples["tokens_per_chunk"], scale=1.0)
         if self.checked:
             out["token_count_source"] = "server"
             out["token_count_mismatch_rate"] = self.mismatched / self.checked

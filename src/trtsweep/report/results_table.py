@@ -37,6 +37,10 @@ The PyTorch flow's axes (trtsweep.sweep.pytorch_axes; empty for a sweep without 
 name, "none" without), `attention_dp`, `moe_ep`; per level, from trtllm-serve's iteration stats (specDecodingStats,
 trtsweep.perf.server_metrics.spec_decoding), `acceptance_rate` (accepted / drafted tokens) and `acceptance_length`
 (tokens a drafted request gains a step; empty where the server reports none: no speculative decoding, or Triton).
+Beside them the client's own measure, `tokens_per_chunk` (a streamed request's tokens per decoding step after the
+first, trtsweep.perf.metrics: 1.0 for a server that streams a chunk per step without speculative decoding, the
+acceptance length with it), and `acceptance_check`, what the two say together (trtsweep.report.acceptance): the
+server's number missing where its release does not report that decoding type, or the two disagreeing.
 `disaggregated` is a disaggregated point's workers (trtsweep.sweep.disaggregated: its label, `c1x1-g2x1`; empty for
 an aggregated point).
 
@@ -61,6 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from trtsweep.common.fileio import atomic_write_text, read_json
+from trtsweep.report import acceptance
 from trtsweep.sweep import disaggregated
 from trtsweep.sweep.slo import ACCURACY_METRICS
 
@@ -89,7 +94,8 @@ ACCURACY = ACCURACY_METRICS  # every score an SLO may judge by is a column
 COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT, *TELEMETRY, *CAPACITY, *SEARCH,
            *(f"{m}_{s}_ms" for m in LATENCIES for s in STATS), *ACCURACY, "accuracy_n",
            "server_requests", "server_queue_ms", "server_compute_ms", "server_batch_mean",
-           "server_kv_used_max", "kv_reused_blocks", "kv_hit_rate", "acceptance_rate", "acceptance_length")  # fmt: skip
+           "server_kv_used_max", "kv_reused_blocks", "kv_hit_rate", "acceptance_rate", "acceptance_length",
+           "tokens_per_chunk", "acceptance_check")  # fmt: skip
 SLO_LATENCIES = {"ttft_p99_ms": "ttft_ms", "tpot_p99_ms": "tpot_ms", "e2e_p99_ms": "e2e_ms"}
 _VERSION = re.compile(r"^\|\s*server_version\s*\|\s*(\S+)", re.MULTILINE)
 
@@ -234,6 +240,7 @@ def _level_columns(summary: dict[str, Any], gpus: int) -> dict[str, Any]:
     # speculative decoding over the level: accepted / drafted tokens, tokens a drafted request gains a step
     out["acceptance_rate"] = iterations.get("acceptance_rate")
     out["acceptance_length"] = iterations.get("acceptance_length")
+    out["tokens_per_chunk"] = (summary.get("tokens_per_chunk") or {}).get("mean")  # the client's measure
     kv = server.get("kv_reuse") or {}  # TensorRT-LLM's own block reuse counts over the level (none on the hf backend)
     out["kv_reused_blocks"] = kv.get("kv_reused_blocks")
     out["kv_hit_rate"] = kv.get("kv_hit_rate")
@@ -288,6 +295,7 @@ def collect(results_dir: Path, slo: dict[str, Any] | None = None) -> list[dict[s
             summary = level.get("summary", {})
             row = {**base, "concurrency": level.get("concurrency"), "replay_speed": level.get("replay_speed"),
                    **_level_columns(summary, base["gpus"])}  # fmt: skip
+            row["acceptance_check"] = acceptance.check(point, row)
             if slo and summary.get("window_s"):
                 good = _good(point_dir / "llm_perf.requests.jsonl", index, slo)
                 row["goodput"] = good / summary["window_s"] if good is not None else None

@@ -1,6 +1,8 @@
 """The report's comparison with and without speculative decoding: each configuration's speculative variants (the
 sweep's `speculative:` axis, trtsweep.sweep.pytorch_axes) served by one server, side by side on output tokens/s per
-GPU, TTFT and TPOT and the acceptance, and the best output tokens/s per GPU each reaches within the SLOs."""
+GPU, TTFT and TPOT and the acceptance (the server's and the client's tokens per step), and the best output tokens/s
+per GPU each reaches within the SLOs; a line for each point whose server reports no acceptance or disagrees with the
+client (trtsweep.report.acceptance)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 SPEC_PART = re.compile(r"_spec-[A-Za-z0-9._-]+$")  # the variant's part of a point's config (the last one)
 COLUMNS = (("out tok/s/GPU", "output_tok_s_per_gpu", 1), ("TTFT p99 ms", "ttft_p99_ms", 0),
            ("TPOT p99 ms", "tpot_p99_ms", 1), ("accept len", "acceptance_length", 2),
-           ("accept rate", "acceptance_rate", 2))  # fmt: skip
+           ("client tok/step", "tokens_per_chunk", 2), ("accept rate", "acceptance_rate", 2))  # fmt: skip
 
 
 def groups(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
@@ -54,4 +56,9 @@ def lines(rows: Sequence[dict[str, Any]], verdict: dict[str, Any]) -> list[str]:
                 shown += f" ({value / base:.2f}x none)"
             parts.append(f"{name} {shown}")
         out.append(f"{key}: " + "; ".join(parts))
+    # where the server's acceptance is missing (its release does not report the decoding type) or disagrees with
+    # the client's tokens per step (trtsweep.report.acceptance): once per point and what was said
+    quiet = (None, "", "agree")
+    said = {(r["point"], r["acceptance_check"]): None for r in rows if r.get("acceptance_check") not in quiet}
+    out += [f"acceptance of {point}: {check}" for point, check in said]
     return out

@@ -10,7 +10,9 @@ a greedy target would have accepted on this output, not a speed-up. A step start
 oldest earlier occurrence when `is_use_oldest`, as NGramDecodingConfig says; DraftTarget: the draft model's greedy
 continuation, the model loaded from `speculative_model` (1.2) or `speculative_model_dir` (1.0, 1.1)); each decoded
 token equal to the next draft token is accepted; the first one that is not (or the one after the whole draft, the
-target's own) ends the step.
+target's own) ends the step. Drafting starts after the context pass (its token is not drafted), and a step's tokens
+are streamed together when it ends, a chunk per step as trtllm-serve streams them: a client counting tokens per
+chunk sees the acceptance length the stats report (trtsweep.report.acceptance compares the two).
 """
 
 from __future__ import annotations
@@ -94,6 +96,11 @@ class DraftSteps:
         self.propose = propose
         self.proposed: list[int] | None = None  # the current step's draft (None: no step open)
         self.accepted = 0
+
+    @property
+    def open(self) -> bool:
+        """Whether a step is open: its accepted tokens wait for the token that ends it."""
+        return self.proposed is not None
 
     def feed(self, context: Sequence[int], token: int) -> dict[str, float]:
         if self.proposed is None:

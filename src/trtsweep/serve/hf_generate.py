@@ -400,7 +400,9 @@ class Engine:
                 result = self.model(input_ids=step_input, use_cache=True, **cache)
                 logits = self._penalized(result.logits[0, -1, :], out, sampling)
                 token = self._pick(logits, sampling, generator)
-                spec = steps.feed([*gen.prompt_ids, *out], token) if steps is not None else None
+                # drafting starts after the context pass, whose token is a chunk of its own (as TensorRT-LLM's)
+                spec = None if steps is None else steps.feed([*gen.prompt_ids, *out], token) if prefilled else (
+                    drafting.stats(0, 0, 0))  # fmt: skip
                 self._accept(gen, token, logits, stops)
                 if steps is not None and spec is not None and gen.finish_reason is not None:
                     spec = drafting.add(spec, steps.close())  # a step the generation ends inside
@@ -408,6 +410,9 @@ class Engine:
                 prefilled = True
                 if gen.finish_reason is not None:  # the text not sent yet goes out with the final delta
                     break
+                if steps is not None and steps.open:
+                    step_input = torch.tensor([[token]], dtype=torch.long, device=self.device)
+                    continue  # a step's tokens go out together when it ends: a chunk per step, as trtllm-serve's
                 stable = len(out) - max((_prefix_overlap(out, ids) for _, ids in stops), default=0)
                 text = self._text(gen, sent, stable)
                 if text:
