@@ -7,9 +7,11 @@ server), on this machine (`ansible_connection: local`) with GPU 7 of eight (the 
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import sysconfig
+import time
 
 import pytest
 import yaml
@@ -65,5 +67,17 @@ def test_a_point_whose_gpu_another_job_uses_is_not_measured(tmp_path):
     (record,) = records(tmp_path, "foreign").values()
     assert record["status"] == "failed" and record["stage"] == "serve", record
     assert f"the point's GPUs are also in use: GPU 7 by pid {squatter.pid} (tritonserver)" in record["cause"], record
-    alone = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
-    assert alone.returncode == 0, alone.stdout[-3000:]  # the GPU free again: measured (its server seen on GPU 7)
+    started = time.time()
+    # the GPU free again, the run under a private umask (a site whose prompts and results are nobody else's)
+    alone = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+                           preexec_fn=lambda: os.umask(0o077))  # fmt: skip
+    assert alone.returncode == 0, alone.stdout[-3000:]  # measured (its server seen on GPU 7)
+    # what the run wrote of the user's data (the host's copy of the prompts, the point's records and measurements,
+    # the report) takes that umask: nothing widened to 0644 by a copy or an explicit mode
+    assert [r["status"] for r in records(tmp_path, "foreign").values()] == ["ok"]
+    written = [path for path in [*(tmp_path / "work").rglob("prompts.jsonl"), *(tmp_path / "results").rglob("*")]
+               if path.is_file() and not path.is_symlink() and path.stat().st_mtime >= started]  # fmt: skip
+    names = {path.name for path in written}
+    assert {"prompts.jsonl", "status.json", "llm_perf.summary.json", "results.csv", "report.html"} <= names, names
+    wide = [f"{path} {stat.S_IMODE(path.stat().st_mode):o}" for path in written if path.stat().st_mode & 0o077]
+    assert not wide, wide

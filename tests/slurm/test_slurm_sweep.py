@@ -206,3 +206,32 @@ def test_a_node_set_down_ends_the_run_in_bounded_time_with_slurms_word(tmp_path,
     assert all(r["cause"].startswith("Slurm: ") for r in records), [r["cause"] for r in records]
     assert slurm_cluster.jobs() == []
     all_gone(str(tmp_path), 30)
+
+
+@pytest.mark.fault(
+    "the allocation's time limit reached mid-benchmark (Slurm ends the job: TIMEOUT)",
+    "the run ends in bounded time, its unfinished points lost with Slurm's word (time limit), nothing left",
+)
+def test_the_allocations_time_limit_reached_mid_run_ends_it_with_slurms_word(tmp_path, slurm_cluster):
+    limited = {"allocate": {**OWN["allocate"], "time": "1"}}  # a minute: Slurm's shortest
+    argv, env = slurm_run(tmp_path, slurm_cluster, limited, token_ms=200, num_requests=40)  # benchmarks of ~2 min
+    run = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)  # fmt: skip
+    out = ""
+    try:
+        all_serving(run, tmp_path, slurm_cluster)
+        while slurm_cluster.jobs() and run.poll() is None:  # Slurm ends the job a minute (and its check) in
+            time.sleep(0.5)
+        ended = time.monotonic()
+        out, _ = run.communicate(timeout=120)
+        print(f"the run ended {time.monotonic() - ended:.1f} s after its allocation did")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode != 0, out[-3000:]
+    records = [json.loads(p.read_text()) for p in (tmp_path / "results" / "slurm").glob("*/status.json")]
+    assert {r["status"] for r in records} == {"lost"}, [(r["point"], r["status"]) for r in records]
+    causes = [r["cause"] for r in records]
+    assert all(c.startswith("Slurm: ") and ("TIME LIMIT" in c or "TIMEOUT" in c) for c in causes), causes
+    assert slurm_cluster.jobs() == []
+    all_gone(str(tmp_path), 30)
