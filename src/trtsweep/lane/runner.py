@@ -9,9 +9,10 @@ judged by its counter on this host's monotonic clock: common/lease.py) is its ti
 (at once when the run ended or was stopped; within its TTL for a dead controller or a cut link), the servers'
 supervisors stop the servers, a lane starts no further point, and the runner stops its lanes soon after (TERM: each
 stops its server and its benchmark, or its build tool and that tool's container) and exits; a point it never started
-is left to the controller, which records it lost. A lane dies with the runner (parent-death signal: TERM). When the
-runner ends, after its lanes, it deletes the host spec: the lanes read it when they start, and it can hold the Hub
-token.
+is left to the controller, which records it lost. Before any lane the runner takes the host's claim on the sweep
+(trtsweep.lane.claim): another live run of the sweep there (a second controller) loses this run's points naming it.
+A lane dies with the runner (parent-death signal: TERM). When the runner ends, after its lanes, it deletes the host
+spec: the lanes read it when they start, and it can hold the Hub token.
 
 A stop signal (TERM, INT, HUP) ends a lane: its point's stage is stopped where it is (the server, the benchmark, the
 build tool and its container) and it starts no further point.
@@ -36,7 +37,7 @@ from types import FrameType
 from trtsweep.common.fileio import atomic_write_text
 from trtsweep.common.lease import LeaseWatch
 from trtsweep.common.procs import die_with_parent, start_ticks
-from trtsweep.lane import journal
+from trtsweep.lane import claim, journal
 from trtsweep.lane.point import PointRun
 from trtsweep.lane.spec import HostSpec
 from trtsweep.lane.step import lane_argv, lost_cause, on_step_gpus, step_gpus, step_record
@@ -177,7 +178,19 @@ def _run_lanes(spec_file: Path) -> None:
     spec = HostSpec.load(spec_file)
     me = os.getpid()
     atomic_write_text(spec.journal_dir / journal.RUNNER_FILE, json.dumps({"pid": me, "ticks": start_ticks(me)}))
-    watch = LeaseWatch(spec.lease_file, float(spec.settings["trtsweep_server_lease_ttl"]) + LANE_MARGIN_S)
+    ttl = float(spec.settings["trtsweep_server_lease_ttl"])
+    host = socket.gethostname()
+    name = next((lane.get("host") for lane in spec.lanes if lane.get("host")), host)  # the inventory's
+    held, holder = claim.take(claim.folder(spec.settings["trtsweep_work_dir"], spec.sweep, host), spec.run_id, name,
+                              {"pid": me, "host": host, "lease_file": str(spec.lease_file)},
+                              ttl + supervisor.STOP_GRACE_S + LANE_MARGIN_S)  # fmt: skip
+    if held is None:  # another run of the sweep on this host: no lane starts, each lane's points lost naming it
+        why = (f"another run of sweep {spec.sweep} holds {host}: {holder} (one run of a sweep on a host at a "
+               "time: a second controller?)")  # fmt: skip
+        for lane in spec.lanes:
+            journal.append(spec.journal(lane["name"]), {"event": "lane_lost", "why": why})
+        return
+    watch = LeaseWatch(spec.lease_file, ttl + LANE_MARGIN_S)
     children = [_start_lane(spec, spec_file, lane, me) for lane in spec.lanes]
     told: set[str] = set()
     try:
