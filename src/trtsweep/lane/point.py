@@ -519,7 +519,27 @@ class PointRun(PointStages):
             "server_metrics_url": f"http://{self.address}:{self._metrics_port()}/metrics",
             # what the point's GPUs do during each level (NVML on this host; none on a CPU point)
             "gpu_telemetry": list(self.p.get("gpus") or []) or None,
+            # the servers' process roots: any other process on the point's GPUs during a level is named there
+            "gpu_owner_pids": self._server_roots() if self.p.get("gpus") else None,
         }  # fmt: skip
+
+    def _server_roots(self) -> list[int] | None:
+        """The process roots of the point's server(s) (their state files: the one server's, a disaggregated group's
+        workers'); None where none can be read."""
+        from trtsweep.serve import group as server_group
+        from trtsweep.serve import server
+        from trtsweep.serve.spec import ServerState
+
+        files = [self.state_file] if self.state_file.exists() else []
+        if self.group_file.exists():
+            files += [Path(m.state_file) for m in server_group.GroupState.load(self.group_file).members]
+        roots = []
+        for file in files:
+            try:
+                roots.append(server.process_root(ServerState.load(file)))
+            except (OSError, ValueError, KeyError, TrtsweepError):
+                continue  # a worker whose state cannot be read: its processes count as foreign, never as ours
+        return roots or None
 
     def _metrics_port(self) -> int:
         """Where the iteration stats (trtllm-serve) or Prometheus metrics (Triton) are: a disaggregated point's first

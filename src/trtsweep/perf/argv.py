@@ -85,6 +85,8 @@ def command(params: dict[str, Any]) -> list[str]:
             argv += [flag, str(params[option])]
     if params.get("gpu_telemetry"):  # the point's GPUs, sampled through NVML during each level
         argv += ["--gpu-telemetry", ",".join(str(g) for g in params["gpu_telemetry"])]
+        if params.get("gpu_owner_pids"):  # the servers' process roots: anything else on the GPUs is named
+            argv += ["--gpu-owner-pids", ",".join(str(p) for p in params["gpu_owner_pids"])]
     if params.get("shared_prefix"):
         prefix = params["shared_prefix"]
         argv += ["--shared-prefix-count", str(prefix["count"]), "--shared-prefix-tokens", str(prefix["tokens"])]

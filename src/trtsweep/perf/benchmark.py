@@ -205,7 +205,7 @@ def gpu_sampler(config: BenchmarkConfig) -> Sampler | None:
     """The sampler of --gpu-telemetry's GPUs (None without any; without NVML it says so once and measures on)."""
     if not config.gpu_telemetry:
         return None
-    sampler, why = nvml_sampler(config.gpu_telemetry, config.gpu_telemetry_interval_s)
+    sampler, why = nvml_sampler(config.gpu_telemetry, config.gpu_telemetry_interval_s, config.gpu_owner_pids)
     if sampler is None:
         print(f"llm-perf: no GPU telemetry: {why}", file=sys.stderr, flush=True)
     return sampler

@@ -63,6 +63,17 @@ def gpu_indices(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--gpu-telemetry: ")) from exc
 
 
+def process_ids(text: str) -> list[int]:
+    """An argparse type: --gpu-owner-pids's process ids ("1234,5678")."""
+    try:
+        pids = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        pids = []
+    if not pids or any(pid <= 0 for pid in pids):
+        raise argparse.ArgumentTypeError(f"expected process ids like 1234,5678; got {text!r}")
+    return pids
+
+
 def seconds(zero_allowed: bool) -> Any:
     """An argparse type: a number of seconds > 0 (>= 0 when `zero_allowed`)."""
 
@@ -321,6 +332,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--gpu-telemetry-interval", type=seconds(False), default=0.5, metavar="S", help="seconds between GPU samples"
     )
+    p.add_argument(
+        "--gpu-owner-pids", type=process_ids, default=[], metavar="PIDS",
+        help="with --gpu-telemetry: the servers' process roots (e.g. 1234); any other compute process seen on the GPUs "
+        "during a level is named in its gpu_telemetry.foreign_processes (the level was measured on shared GPUs)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="seed of the request order")
     p.add_argument(
         "--workers", type=count(1), metavar="N",
@@ -462,6 +478,7 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
         server_metrics_url=args.server_metrics_url,
         gpu_telemetry=args.gpu_telemetry,
         gpu_telemetry_interval_s=args.gpu_telemetry_interval,
+        gpu_owner_pids=args.gpu_owner_pids,
         expect_server_id=args.expect_server_id,
         search=search_from_args(args),
         workers=args.workers,

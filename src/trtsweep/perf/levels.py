@@ -42,6 +42,8 @@ class BenchmarkConfig:
     # --gpu-telemetry: the GPUs (NVML indices) sampled during each level, every gpu_telemetry_interval_s
     gpu_telemetry: list[int] = field(default_factory=list)
     gpu_telemetry_interval_s: float = 0.5
+    # --gpu-owner-pids: the servers' process roots; any other process on those GPUs during a level is named
+    gpu_owner_pids: list[int] = field(default_factory=list)
     # synthetic prompts: their count and token lengths (distributions, or a prompts file's pairs)
     synthetic: SyntheticSpec | None = None
     # Triton protocols: the server id (`--id`) the server must report before and after every level

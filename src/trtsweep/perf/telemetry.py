@@ -12,7 +12,11 @@ The level's summary gains `gpu_telemetry`:
 - `energy_j`: the energy the GPUs used over the window (J): NVML's total-energy counter (mJ since the driver
   loaded, read at the first and the last sample only) at the last less at the first, where every GPU has one, else
   the mean power times the window;
-- `sm_clock_mhz`: the SM clock, mean over the samples and the GPUs.
+- `sm_clock_mhz`: the SM clock, mean over the samples and the GPUs;
+- `foreign_processes` (with `--gpu-owner-pids`, the servers' process roots): one line naming every compute process
+  seen on the GPUs during the level that is not in those servers' process trees (another user's job, another
+  controller's server started mid-run; trtsweep.serve.gpus_seen.foreign_line), None when there was none: a level
+  measured on shared GPUs is flagged in results.csv (`gpu_shared`) and on the report, never silently ok.
 
 A value NVML does not give is None, never 0; without NVML (no driver: a CPU host) or without GPUs to sample there
 is no `gpu_telemetry` at all, and the report's columns stay empty. results.csv's `out_tok_per_joule` is the level's
@@ -31,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trtsweep.errors import TrtsweepError
+from trtsweep.serve import gpus_seen
 
 # One sample: per GPU, NVML's raw answers (None where NVML has none): gpu_util_pct, memory_used_bytes, power_mw,
 # energy_mj, sm_clock_mhz. A reader is asked for the energy counter at a level's first and last sample only: NVML
@@ -57,13 +62,16 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-def summarize(gpus: Sequence[int], names: Sequence[str], samples: Sequence[tuple[float, list[Answers]]]) -> dict:
-    """The level's `gpu_telemetry` from its samples ((monotonic seconds, per GPU answers), in time order)."""
+def summarize(gpus: Sequence[int], names: Sequence[str], samples: Sequence[tuple[float, list[Answers]]],
+              others: dict[int, set[int]] | None = None) -> dict:  # fmt: skip
+    """The level's `gpu_telemetry` from its samples ((monotonic seconds, per GPU answers), in time order) and the
+    foreign processes seen on each GPU (`others`: None when not looked for)."""
     every = [answers for _, per_gpu in samples for answers in per_gpu]
     window = samples[-1][0] - samples[0][0] if len(samples) > 1 else 0.0
     totals = [_total(per_gpu, "power_mw") for _, per_gpu in samples]
     power_mw = _mean(totals)
     memory = [a["memory_used_bytes"] for a in every if a.get("memory_used_bytes") is not None]
+    seen = None if others is None else {gpu: sorted(pids) for gpu, pids in sorted(others.items()) if pids}
     return {
         "gpus": list(gpus),
         "names": list(names),
@@ -74,6 +82,7 @@ def summarize(gpus: Sequence[int], names: Sequence[str], samples: Sequence[tuple
         "power_w": power_mw / 1000 if power_mw is not None else None,
         "energy_j": _energy_j(samples, window, power_mw),
         "sm_clock_mhz": _mean([a.get("sm_clock_mhz") for a in every]),
+        **({} if seen is None else {"foreign_processes": gpus_seen.foreign_line(seen)}),
     }
 
 
@@ -100,18 +109,23 @@ class Sampler:
     names: list[str]
     read: Reader
     interval_s: float = DEFAULT_INTERVAL_S
+    # GPU index -> the compute processes on it that are not the servers' (None: not looked for)
+    foreign: Callable[[], dict[int, list[int]]] | None = None
     samples: list[tuple[float, list[Answers]]] = field(default_factory=list)
+    others: dict[int, set[int]] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self.samples, self._stop = [], threading.Event()
+        self.samples, self.others, self._stop = [], {}, threading.Event()
         self._sample(energy=True)
         self._thread = threading.Thread(target=self._loop, name="gpu-telemetry", daemon=True)
         self._thread.start()
 
     def _sample(self, energy: bool = False) -> None:
         self.samples.append((time.monotonic(), self.read(energy)))
+        for gpu, pids in (self.foreign() if self.foreign is not None else {}).items():
+            self.others.setdefault(gpu, set()).update(pids)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -123,11 +137,13 @@ class Sampler:
         if self._thread is not None:
             self._thread.join()
         self._sample(energy=True)
-        return summarize(self.gpus, self.names, self.samples)
+        return summarize(self.gpus, self.names, self.samples, self.others if self.foreign is not None else None)
 
 
-def nvml_sampler(gpus: list[int], interval_s: float = DEFAULT_INTERVAL_S) -> tuple[Sampler | None, str | None]:
-    """(a sampler of these GPUs through NVML, None) or (None, why there is none: no pynvml, no driver, no such GPU)."""
+def nvml_sampler(gpus: list[int], interval_s: float = DEFAULT_INTERVAL_S,
+                 owners: Sequence[int] = ()) -> tuple[Sampler | None, str | None]:  # fmt: skip
+    """(a sampler of these GPUs through NVML, None) or (None, why there is none: no pynvml, no driver, no such GPU);
+    `owners`: the servers' process roots, whose trees' processes on the GPUs are theirs (the others are foreign)."""
     try:
         import pynvml
     except ImportError:
@@ -163,4 +179,13 @@ def nvml_sampler(gpus: list[int], interval_s: float = DEFAULT_INTERVAL_S) -> tup
             })  # fmt: skip
         return out
 
-    return Sampler(gpus, names, read, interval_s), None
+    def foreign() -> dict[int, list[int]]:
+        ours = set().union(*(gpus_seen.tree(root) for root in owners))
+        out = {}
+        for index, handle in zip(gpus, handles, strict=True):
+            running = ask(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
+            if others := [p.pid for p in running if p.pid not in ours]:
+                out[index] = others
+        return out
+
+    return Sampler(gpus, names, read, interval_s, foreign if owners else None), None

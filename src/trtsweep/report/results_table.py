@@ -49,9 +49,10 @@ a disaggregated point's every context and generation worker) of those its lane h
 its host's), so tokens/s per GPU divides by the GPUs the point took; a point that does not say (a record of an
 earlier run) counts every GPU of its lane.
 
-Two columns say whether a row's numbers can be trusted at all: `point_status` (the point's status record: only an
-"ok" point's levels are candidates for the verdict) and `server_identity_error` (llm-perf's --expect-server-id
-check found another server, or none, before or after the level: its numbers are not the point's server's).
+Three columns say whether a row's numbers can be trusted at all: `point_status` (the point's status record: only an
+"ok" point's levels are candidates for the verdict), `server_identity_error` (llm-perf's --expect-server-id check
+found another server, or none, before or after the level: its numbers are not the point's server's) and `gpu_shared`
+(another process on the point's GPUs during the level, named: llm-perf --gpu-owner-pids, trtsweep.perf.telemetry).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ SETTINGS = ("model", "model_revision", "backend", "flow", "server", "config", "p
 OWN = ("model", "model_revision", "protocol", "flow", "server", "config", "workload", "disaggregated")
 WHERE = ("host", "gpus", "gpu_ids", "slurm_step", "run_id", "settings_hash", "trtsweep", "trtsweep_build",
          "tensorrt_llm", "triton")  # fmt: skip
-TRUST = ("point_status", "server_identity_error")
+TRUST = ("point_status", "server_identity_error", "gpu_shared")
 LOAD = ("concurrency", "replay_speed", "requests", "succeeded", "failed", "success_rate", "errors", "abandoned")
 THROUGHPUT = ("request_throughput", "output_token_throughput", "input_token_throughput", "output_tok_s_per_gpu",
               "input_tok_s_per_gpu", "output_tok_s_per_user", "output_tokens_mean", "input_tokens_mean", "prefix_share",
@@ -209,6 +210,7 @@ def _level_columns(summary: dict[str, Any], gpus: int) -> dict[str, Any]:
     out["window_s"] = summary.get("window_s")
     out["prefix_share"] = summary.get("prefix_share")  # shared-prefix tokens / input tokens (workloads only)
     out["server_identity_error"] = (summary.get("server_identity") or {}).get("error")
+    out["gpu_shared"] = (summary.get("gpu_telemetry") or {}).get("foreign_processes")
     out["success_rate"] = summary.get("succeeded", 0) / requests if requests else None
     for counts in ("errors", "abandoned"):  # by class / cause: "timeout=2;connection=1"
         out[counts] = ";".join(f"{k}={v}" for k, v in sorted((summary.get(counts) or {}).items()))

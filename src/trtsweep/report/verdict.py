@@ -1,16 +1,16 @@
-"""The sweep's answer under its SLOs: which configuration and load level to put in production, and why not the
-others.
+"""The sweep's answer under its SLOs: which configuration and load level to put in production, and why not the others.
 
 The SLOs come from the sweep's `slo:` mapping (trtsweep.sweep.slo).
 
-A (point, level) row meets the SLOs when every one holds (a number nobody measured does not meet its SLO). Only
-rows that measured what they claim are candidates: a point that did not finish ok (failed, lost) and a level whose
-server was not the expected one (llm-perf's identity check, results.csv `server_identity_error`) are never the
-best, nor the accuracy reference. The best is the candidate with the highest output tok/s per GPU among those that
-meet the SLOs, ties broken by fewer GPUs, then lower TTFT p99. Every other configuration is told which SLO its best
-row misses (its best row: the one that misses the fewest SLOs, then the highest throughput), or why it is no
-candidate. Goodput in results.csv counts the requests within the latency SLOs. `judge` judges the rows it is given;
-which rows those are is the sweep's answer's to say (trtsweep.report.answer, the one caller outside tests).
+A (point, level) row meets the SLOs when every one holds (a number nobody measured does not meet its SLO). Only rows
+that measured what they claim are candidates: a point that did not finish ok (failed, lost) and a level whose server was
+not the expected one (llm-perf's identity check, results.csv `server_identity_error`) or whose GPUs another process used
+during it (results.csv `gpu_shared`) are never the best, nor the accuracy reference. The best is the candidate with the
+highest output tok/s per GPU among those that meet the SLOs, ties broken by fewer GPUs, then lower TTFT p99. Every other
+configuration is told which SLO its best row misses (its best row: the one that misses the fewest SLOs, then the highest
+throughput), or why it is no candidate. Goodput in results.csv counts the requests within the latency SLOs. `judge`
+judges the rows it is given; which rows those are is the sweep's answer's to say (trtsweep.report.answer, the one caller
+outside tests).
 """
 
 from __future__ import annotations
@@ -78,6 +78,8 @@ def excluded(row: dict[str, Any]) -> str | None:
         return f"the point did not finish ok ({state})" if state else "the point has no status record"
     if row.get("server_identity_error"):
         return f"not the expected server's numbers: {row['server_identity_error']}"
+    if row.get("gpu_shared"):
+        return f"measured on shared GPUs: {row['gpu_shared']}"
     return None
 
 
