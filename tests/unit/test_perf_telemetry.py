@@ -4,6 +4,7 @@ from t = 2 s, GPUs 2 and 3 idle)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -81,6 +82,42 @@ def test_the_sampler_samples_from_its_thread_between_start_and_stop():
     level = sampler.stop()
     assert level["samples"] >= 5 and level["window_s"] > 0.1
     assert asked[0] and asked[-1] and not any(asked[1:-1])  # the costly energy counter: first and last sample only
+
+
+def test_another_process_on_the_gpus_during_a_level_is_named_and_keeps_the_level_from_the_verdict():
+    _, samples = recorded()
+    replay = itertools.cycle(per_gpu[:1] for _, per_gpu in samples)
+    seen = iter([{}, {}, {0: [4242]}])  # a job that takes the GPU mid-level (and ends before the level does)
+    sampler = telemetry.Sampler([0], ["h100"], lambda energy: next(replay), interval_s=0.01,
+                                foreign=lambda: next(seen, {}))  # fmt: skip
+    sampler.start()
+    time.sleep(0.1)
+    level = sampler.stop()
+    assert level["foreign_processes"].startswith("the point's GPUs are also in use: GPU 0 by pid 4242 (")
+    quiet = telemetry.Sampler([0], ["h100"], lambda energy: next(replay), interval_s=0.01, foreign=dict)
+    quiet.start()
+    assert quiet.stop()["foreign_processes"] is None  # looked for, none: said as none
+    row = {"point": "p", "concurrency": 1, "point_status": "ok", "gpu_shared": level["foreign_processes"]}
+    assert verdict.excluded(row) == f"measured on shared GPUs: {level['foreign_processes']}"
+    assert "--gpu-owner-pids" not in cli_argv({"gpu_telemetry": [0]})
+    owned = cli_argv({"gpu_telemetry": [0], "gpu_owner_pids": [11, 12]})
+    assert owned[owned.index("--gpu-owner-pids") + 1] == "11,12"
+    assert cli.parser().parse_args(["--gpu-owner-pids", "11,12", "--url", "x", "-m", "m"]).gpu_owner_pids == [11, 12]
+
+
+def cli_argv(params: dict) -> list[str]:
+    from trtsweep.perf.argv import command
+
+    return command(
+        {
+            "url": "localhost:8000",
+            "concurrency": [1],
+            "streaming": True,
+            "chat_template": False,
+            "extra_inputs": {},
+            **params,
+        }
+    )
 
 
 def test_without_nvml_there_is_no_sampler_and_it_says_why():
