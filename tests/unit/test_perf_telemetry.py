@@ -178,14 +178,14 @@ def test_llm_perf_samples_the_gpus_it_is_given_during_each_level(tmp_path, monke
     replay = iter([per_gpu[:2] for _, per_gpu in samples] * 100)
     made = []
 
-    def sampler(gpus: list[int], interval_s: float) -> tuple[telemetry.Sampler, None]:
-        made.append((gpus, interval_s))
+    def sampler(gpus: list[int], interval_s: float, owners: list[int]) -> tuple[telemetry.Sampler, None]:
+        made.append((gpus, interval_s, owners))
         return telemetry.Sampler(gpus, ["NVIDIA H100 80GB HBM3"] * 2, lambda _: next(replay), interval_s), None
 
     monkeypatch.setattr(benchmark, "nvml_sampler", sampler)
     with zero_server(slots=4, first_ms=50, gap_ms=10) as url:
         summary = run_llm_perf(tmp_path, url)
-    assert made == [([0, 1], 0.02)]
+    assert made == [([0, 1], 0.02, [])]
     levels = [level["summary"]["gpu_telemetry"] for level in summary["levels"]]
     assert len(levels) == 2 and all(lv["gpus"] == [0, 1] and lv["samples"] >= 3 for lv in levels)
     assert all(lv["power_w"] > 0 and lv["energy_j"] is not None for lv in levels)
