@@ -32,11 +32,20 @@ junit = $(if $(TEST_REPORTS),--junitxml=$(abspath $(TEST_REPORTS))/$(1).xml)
 # Two workers share two cores: each one's torch (a served model, an in-process one) gets one thread (two each made
 # them fight for the cores, OpenMP threads spinning: two concurrent generations took 97 s instead of 35 s).
 SHARED_CORES := OMP_NUM_THREADS=1
+SERVER_TESTS := tests/integration tests/fleet tests/container tests/slurm
+# Step 2 is two sessions side by side: the real-server tests in TEST_WORKERS workers, and beside them, one after
+# another in a session of their own, the tests that wait more than they compute (marked `waits`: stand-in servers,
+# the Slurm bed; tests/scheduling.py WAITS), which cost the workers little. Its output follows the workers'; the step
+# fails if either session failed.
 test: install
 	$(SHARED_CORES) $(PYTEST) tests/unit -m "not quiet" -n 2 --dist loadfile $(call junit,unit)
-	$(SHARED_CORES) $(PYTEST) tests/integration tests/fleet tests/container tests/slurm -m "not quiet" -n $(TEST_WORKERS) \
-		--dist loadgroup \
-		$(call junit,parallel)
+	@log=$$(mktemp); \
+	( $(SHARED_CORES) TEST_PORT_SLOT=11 $(PYTEST) $(SERVER_TESTS) -m "waits and not quiet" -p no:xdist \
+		$(call junit,waits) >$$log 2>&1; echo $$? >$$log.rc ) & \
+	$(SHARED_CORES) $(PYTEST) $(SERVER_TESTS) -m "not waits and not quiet" -n $(TEST_WORKERS) --dist loadgroup \
+		$(call junit,parallel); workers=$$?; \
+	wait; echo "== the waiting tests (a session beside the workers) =="; cat $$log; waited=$$(cat $$log.rc); \
+	rm -f $$log $$log.rc; test $$workers -eq 0 && test $$waited -eq 0
 	$(PYTEST) tests/unit tests/integration tests/fleet -m quiet -p no:xdist $(call junit,quiet)
 
 lint: install

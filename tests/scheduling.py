@@ -30,6 +30,26 @@ GROUPS = {
 }
 
 
+# modules whose sweeps wait more than they compute: their servers are the sleep-bound stand-in
+# (benchmarks/standin_tritonserver.py), their hosts this machine or the Slurm bed's idle daemons. `make test` runs them
+# (marked `waits` here) in a session of their own beside the real-server tests' workers, which they barely slow:
+# what they spend is waiting (a benchmark's paced tokens, a lease's TTL, Slurm's time limit), not the cores.
+WAITS = {
+    *(f"tests/integration/{name}.py" for name in (
+        "test_collect_faults_give_up", "test_collect_faults_journal", "test_collect_faults_recover",
+        "test_collect_faults_runner_start", "test_fault_controller_death", "test_fault_full_disk",
+        "test_foreign_gpu_process", "test_heartbeat_killed_alone", "test_lane_faults_controller",
+        "test_lane_killed_alone", "test_run_folder_removed", "test_run_signals", "test_second_controller",
+        "test_shared_home_local")),
+}  # fmt: skip
+
+
+def waits(nodeid: str) -> bool:
+    """Whether the test is one that waits more than it computes (WAITS, and every Slurm test)."""
+    module = nodeid.split("::", 1)[0]
+    return module in WAITS or module.startswith("tests/slurm/")
+
+
 def group_of(nodeid: str) -> str:
     """The group of a test id ('' for a unit test, which goes wherever a worker is free); every container test is
     in one group, "container-bed" (the session's dockerd and image, made once), every Slurm test in "slurm-bed" (the
@@ -48,6 +68,9 @@ def group_of(nodeid: str) -> str:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The unit tests first, then the groups longest first, each group's tests in their order (every worker
     collects this same order; the scheduler hands the groups out in it)."""
+    for item in items:
+        if waits(item.nodeid):
+            item.add_marker(pytest.mark.waits)
     seconds = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
     unknown = max(seconds.values(), default=0.0) + 1.0
 

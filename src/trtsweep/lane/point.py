@@ -60,6 +60,9 @@ STAGE_SETTINGS = (
 )  # fmt: skip
 
 
+STOP_SETTLE_S = 1.0  # how long a failed point waits for a stop signal before it is recorded failed
+
+
 class StepFailed(TrtsweepError):
     """A step of a stage failed: `result` is what the status record takes (msg, details)."""
 
@@ -400,6 +403,12 @@ class PointRun(PointStages):
             failure = {"msg": first, "details": rest or None}
         except Exception as exc:  # a defect: the point fails with it, the lane goes on
             failure = {"msg": f"{type(exc).__name__}: {exc}"}
+        if failure is not None:
+            # a stop that killed the point's processes (Slurm ending a step signals every process of it, in no order;
+            # a stop of the lane's process group) reaches the lane too: given a moment, its signal ends the lane here
+            # and the point is lost with the stop's own cause, not failed by the stop's side effect (llm-perf killed,
+            # the server gone)
+            time.sleep(STOP_SETTLE_S)
         archive = self._pack()
         return {
             "event": "end", "point": self.p["id"], "status": "failed" if failure else "ok", "stage": self.stage,
