@@ -83,7 +83,8 @@ def free_block(size: int) -> int:
     """A base port whose `size` ports are all free on loopback now (a lane's port block). Each parallel test worker
     (pytest-xdist) looks in a range of its own, so that two workers asking at once do not get the same block."""
     # TEST_PORT_SLOT: a session beside another (make test's waiting tests) takes a range no worker of the other has
-    worker = int(os.environ.get("TEST_PORT_SLOT") or os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    slot = os.environ.get("TEST_PORT_SLOT") or os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    worker = int(slot or 0)
     start = 20000 + 3000 * (worker % 12)
     for base in [*range(start, 60000, 97), *range(20000, start, 97)]:
         socks = []
