@@ -43,9 +43,10 @@ def test_a_speculative_point_reports_its_acceptance(tmp_path):
     assert (row["speculative"], row["failed"], row["succeeded"]) == ("ngram", "0", "4"), row
     rate, length = float(row["acceptance_rate"]), float(row["acceptance_length"])
     assert 0 <= rate <= 1 and 1 <= length <= 1 + NGRAM["max_draft_len"], row
-    # the client's own measure: the stand-in streams a chunk per step, as trtllm-serve, so its tokens per step after
-    # the first chunk is the acceptance length the iteration stats report
-    assert float(row["tokens_per_chunk"]) == pytest.approx(length, rel=0.1) and row["acceptance_check"] == "agree"
+    # the client's own count: the stand-in streams a chunk per step, as trtllm-serve, so output tokens less chunks is
+    # the accepted tokens the iteration stats count
+    assert int(row["accepted_tokens"]) == int(row["server_accepted_tokens"]) > 0, row
+    assert row["acceptance_check"] == "agree" and 1 <= float(row["tokens_per_chunk"]) <= length, row
     options = json.loads((results / POINT / "point.json").read_text())["llm_api"]
     assert options["speculative_config"] == {"decoding_type": "NGram", "max_draft_len": 4, "max_matching_ngram_size": 2}
     stats = json.loads((results / POINT / "llm_perf.summary.json").read_text())["levels"][0]["summary"]

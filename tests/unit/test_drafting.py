@@ -74,9 +74,9 @@ def test_an_engine_with_ngram_drafting_reports_drafted_and_accepted_tokens(demo_
     steps = sum(s["numRequestsWithDraftTokens"] for s in spec)
     assert 0 < accepted <= drafted and steps > 0  # a repeating prompt: the drafter finds its n-grams
     # a chunk for the context pass's token, then one per step (its accepted tokens and the target's own together,
-    # as trtllm-serve streams them): a client's tokens per chunk after the first is the acceptance length
-    assert len(chunks) == 1 + steps and spec[0]["numDraftTokens"] == 0
-    assert (len(gen.output_ids) - 1) / (len(chunks) - 1) == pytest.approx((accepted + steps) / steps)
+    # as trtllm-serve streams them; a step that drafted nothing, its one token): output tokens less chunks is the
+    # accepted tokens the stats count
+    assert len(gen.output_ids) - len(chunks) == accepted and spec[0]["numDraftTokens"] == 0
     # replaying the drafter over the output (the context pass's token not drafted) gives the same counts (every step
     # closed, the last one too)
     replay = drafting.DraftSteps(engine.propose)

@@ -26,13 +26,13 @@ from trtsweep.perf.protocols.base import RequestResult
 from trtsweep.perf.runner import Level
 from trtsweep.perf.spool import RequestLog, Spool
 
-# the levels' digests changed once since: each summary gained `tokens_per_chunk` (the client's acceptance measure),
-# checked then to be the only difference (the summaries without that key gave the digest before)
+# the levels' digests changed once since: each summary gained `tokens_per_chunk` and `accepted_tokens` (the client's
+# acceptance), checked then to be the only difference (the summaries without those keys gave the digest before)
 GOLDEN = {
     "requests": "8335ca1b793c826c958cdeae3af32339ff351ebb048d3c96170c58a2ed84a7c8",
     "csv": "6dd720b9b5dd7d5c94833dd6836c6d8a2d234843bd88ae1652fa9b97222f1034",
-    "profile_levels": "098da16c32750ab627ebfb525260e386525ef81ac4d5d3cd507c92c965c98ad0",
-    "summary_levels": "9286f577a30aede38c95f874432f2c40e815a36e8e0ca7dafeffb88dde82791a",
+    "profile_levels": "a5a2b7ac71beccafc5376af72db1c2c91df289e7540f9126395820fd5f1965f4",
+    "summary_levels": "bfce38867f7b6c0122087d4190ab0c6250163dd9be2e6f365c169f1c1575689b",
 }
 WORDS = ("alpha", "beta", "Tokyo", "東京", "我们", "naïve", "émoji 🙂", "x", "")
 ERRORS = (

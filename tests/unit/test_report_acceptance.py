@@ -20,10 +20,10 @@ def streamed(chunks: list[str], tokens: int | None) -> RequestResult:
     return result
 
 
-def test_tokens_per_chunk_is_the_tokens_each_step_after_the_first_delivered():
+def test_the_client_counts_tokens_a_step_and_accepted_tokens_from_its_chunks():
     # 1 token in the context pass's chunk, then 3 steps of 3, 2 and 4 tokens: 9 / 3 = 3.0 tokens a step
     m = request_metrics(streamed(["a", "bcd", "ef", "ghij"], 10), "p", None, None)
-    assert m.tokens_per_chunk == pytest.approx(3.0)
+    assert m.tokens_per_chunk == pytest.approx(3.0) and m.accepted_tokens == 6  # 10 tokens, 4 chunks
     assert request_metrics(streamed(["a", "b", "", "c"], 3), "p", None, None).tokens_per_chunk == pytest.approx(1.0)
     # the count from the chunks themselves (no tokenizer, no server count) measures nothing: none
     assert request_metrics(streamed(["a", "bc", "d"], None), "p", None, None).tokens_per_chunk is None
@@ -33,6 +33,7 @@ def test_tokens_per_chunk_is_the_tokens_each_step_after_the_first_delivered():
         result = streamed(chunks, tokens)
         stats.add(result, request_metrics(result, "p", None, None))
     assert stats.summary()["tokens_per_chunk"]["mean"] == pytest.approx(2.5)
+    assert stats.summary()["accepted_tokens"] == 6 + 1
 
 
 NGRAM = {"llm_api_release": "1.1", "llm_api": {"speculative_config": {"decoding_type": "NGram"}}}
@@ -43,16 +44,17 @@ EAGLE = {"llm_api_release": "1.1", "llm_api": {"speculative_config": {"decoding_
     ("point", "row", "said"),
     [
         ({"llm_api": {}}, {"tokens_per_chunk": 1.0}, None),
-        (EAGLE, {"tokens_per_chunk": 2.31, "acceptance_length": None},
-         "server reports none for Eagle at 1.1 (NGram only before PR 9855): client 2.31"),
-        ({**EAGLE, "llm_api_release": "1.2"}, {"tokens_per_chunk": 2.31, "acceptance_length": None}, "client only"),
-        (NGRAM, {"tokens_per_chunk": 2.31, "acceptance_length": 1.62},
-         "client 2.31 vs server 1.62 (differ by more than 25%)"),
-        (NGRAM, {"tokens_per_chunk": 1.7, "acceptance_length": 1.62}, "agree"),
-        (NGRAM, {"tokens_per_chunk": None, "acceptance_length": 1.62}, "server only"),
-        (EAGLE, {"tokens_per_chunk": None, "acceptance_length": None},
+        (EAGLE, {"tokens_per_chunk": 2.31, "accepted_tokens": 400, "server_accepted_tokens": None},
+         "server reports none for Eagle at 1.1 (NGram only before PR 9855): client 2.31 tokens a step"),
+        ({**EAGLE, "llm_api_release": "1.2"}, {"accepted_tokens": 400, "server_accepted_tokens": None}, "client only"),
+        (NGRAM, {"accepted_tokens": 412, "server_accepted_tokens": 250},
+         "client 412 vs server 250 accepted tokens (differ by more than 25%)"),
+        (NGRAM, {"accepted_tokens": 260, "server_accepted_tokens": 250}, "agree"),
+        (NGRAM, {"accepted_tokens": 0, "server_accepted_tokens": 0}, "agree"),
+        (NGRAM, {"accepted_tokens": None, "server_accepted_tokens": 250}, "server only"),
+        (EAGLE, {"tokens_per_chunk": None, "accepted_tokens": None, "server_accepted_tokens": None},
          "server reports none for Eagle at 1.1 (NGram only before PR 9855): no client measure (not streamed)"),
     ],
 )  # fmt: skip
-def test_the_check_says_what_the_server_and_the_client_measured_together(point, row, said):
+def test_the_check_says_what_the_server_and_the_client_counted_together(point, row, said):
     assert acceptance.check(point, row) == said

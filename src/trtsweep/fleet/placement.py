@@ -34,23 +34,15 @@ so no port is shared between lanes. A host without a disaggregated point keeps i
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trtsweep.common.gpu_arch import ARCH_NAMES, has_arch
 from trtsweep.errors import TrtsweepError
 
 PORT_ROLES = ("http", "grpc", "metrics")
 DEFAULT_PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}
 DEFAULT_PORT_STRIDE = 10
-# GPU architectures a point may ask for (`resources.gpu_arch`), by the names nvidia-smi gives their GPUs
-ARCHS = {"sm100": re.compile(r"\bG?B(?:100|200|300)\b", re.IGNORECASE)}  # Blackwell (SM100 / SM103)
-ARCH_NAMES = {"sm100": "B100, B200, GB200, B300, GB300"}
-
-
-def has_arch(gpu_name: str, arch: str) -> bool:
-    """Whether a GPU of this name (or a sweep's gpu_type) is of the architecture."""
-    return bool(ARCHS[arch].search(gpu_name))
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,10 @@ Per level, over the benchmark window = first measured request sent -> last measu
   Triton's tensorrt_llm) gives 1.0 without speculative decoding and the acceptance length with it (tokens a
   drafted request gains a step), measured beside the server's own iteration stats; a server that merges steps into
   a chunk shows more than 1.0 on its baseline too. Only where the output count is known (the server's or the
-  tokenizer's), never from the chunks themselves.
+  tokenizer's), never from the chunks themselves. ``accepted_tokens``: the level's sum over those requests of output
+  tokens less chunks, the drafted tokens the server accepted as the client counts them (each step delivers its
+  accepted tokens and one of its own; a step that drafted nothing delivers one): the number the server's iteration
+  stats count too (trtsweep.report.acceptance compares them).
 * ``goodput``: requests that succeeded and met every SLO (``--slo ttft=500ms,tpot=50ms,e2e=2s``; open-loop
   levels judge latencies from the schedule) / window; ``good_fraction`` = those / all measured requests.
 """
@@ -73,6 +76,7 @@ class RequestMetrics:
     scorer_error: str | None = None
     corpus: tuple[list[int], list[int]] | None = None
     tokens_per_chunk: float | None = None  # a streamed request's tokens per decoding step after the first
+    accepted_tokens: int | None = None  # its output tokens less its chunks: drafted tokens accepted
 
     def latency(self, name: str) -> float | None:
         """ttft / tpot / e2e for SLO checks: from the schedule when the request had one."""
@@ -117,6 +121,7 @@ def request_metrics(
     counted = result.server_output_tokens is not None or retokenized is not None
     if counted and out_tokens is not None and len(stamps) > 1:
         out.tokens_per_chunk = (out_tokens - 1) / (len(stamps) - 1)
+        out.accepted_tokens = out_tokens - len(stamps)
     if reference is not None and usable_reference(reference):
         scored = scored or score(text, reference, scorer)
         out.scores, out.scorer_error, out.corpus = scored.scores, scored.error, (scored.bleu, scored.chrf)
@@ -164,7 +169,7 @@ class LevelStats:
         self.abandoned: Counter[str] = Counter()
         self.first_sent: int | None = None
         self.last_end = 0
-        self.in_sum = self.in_known = self.out_sum = 0
+        self.in_sum = self.in_known = self.out_sum = self.accepted = 0
         self.samples = {name: array("d") for name in SAMPLES}
         self.checked = self.mismatched = 0
         self.references: Counter[str] = Counter()
@@ -196,6 +201,7 @@ class LevelStats:
             if (value := getattr(m, name)) is not None:
                 self.samples[name].append(value)
         self.samples["icl"].extend(m.icl)
+        self.accepted += m.accepted_tokens or 0
         if m.retokenized_output_tokens is not None:
             self.checked += 1
             self.mismatched += m.retokenized_output_tokens != m.output_tokens
@@ -238,6 +244,7 @@ class LevelStats:
         out["output_tokens"] = _summary(self.samples["output_tokens"], scale=1.0)
         if self.samples["tokens_per_chunk"]:
             out["tokens_per_chunk"] = _summary(self.samples["tokens_per_chunk"], scale=1.0)
+            out["accepted_tokens"] = self.accepted
         if self.checked:
             out["token_count_source"] = "server"
             out["token_count_mismatch_rate"] = self.mismatched / self.checked

@@ -37,10 +37,12 @@ The PyTorch flow's axes (trtsweep.sweep.pytorch_axes; empty for a sweep without 
 name, "none" without), `attention_dp`, `moe_ep`; per level, from trtllm-serve's iteration stats (specDecodingStats,
 trtsweep.perf.server_metrics.spec_decoding), `acceptance_rate` (accepted / drafted tokens) and `acceptance_length`
 (tokens a drafted request gains a step; empty where the server reports none: no speculative decoding, or Triton).
-Beside them the client's own measure, `tokens_per_chunk` (a streamed request's tokens per decoding step after the
-first, trtsweep.perf.metrics: 1.0 for a server that streams a chunk per step without speculative decoding, the
-acceptance length with it), and `acceptance_check`, what the two say together (trtsweep.report.acceptance): the
-server's number missing where its release does not report that decoding type, or the two disagreeing.
+Beside them the client's own measures (trtsweep.perf.metrics): `tokens_per_chunk` (a streamed request's tokens per
+decoding step after the first: 1.0 for a server that streams a chunk per step without speculative decoding, more
+with it) and `accepted_tokens` (output tokens less chunks over the level: drafted tokens accepted, as the client
+counts them), with the server's `server_accepted_tokens`; `acceptance_check` says what they say together
+(trtsweep.report.acceptance): the server's number missing where its release does not report that decoding type, or
+the two counts disagreeing.
 `disaggregated` is a disaggregated point's workers (trtsweep.sweep.disaggregated: its label, `c1x1-g2x1`; empty for
 an aggregated point).
 
@@ -96,7 +98,7 @@ COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT, *TELEMETRY, *
            *(f"{m}_{s}_ms" for m in LATENCIES for s in STATS), *ACCURACY, "accuracy_n",
            "server_requests", "server_queue_ms", "server_compute_ms", "server_batch_mean",
            "server_kv_used_max", "kv_reused_blocks", "kv_hit_rate", "acceptance_rate", "acceptance_length",
-           "tokens_per_chunk", "acceptance_check")  # fmt: skip
+           "tokens_per_chunk", "accepted_tokens", "server_accepted_tokens", "acceptance_check")  # fmt: skip
 SLO_LATENCIES = {"ttft_p99_ms": "ttft_ms", "tpot_p99_ms": "tpot_ms", "e2e_p99_ms": "e2e_ms"}
 _VERSION = re.compile(r"^\|\s*server_version\s*\|\s*(\S+)", re.MULTILINE)
 
@@ -242,7 +244,9 @@ def _level_columns(summary: dict[str, Any], gpus: int) -> dict[str, Any]:
     # speculative decoding over the level: accepted / drafted tokens, tokens a drafted request gains a step
     out["acceptance_rate"] = iterations.get("acceptance_rate")
     out["acceptance_length"] = iterations.get("acceptance_length")
-    out["tokens_per_chunk"] = (summary.get("tokens_per_chunk") or {}).get("mean")  # the client's measure
+    out["tokens_per_chunk"] = (summary.get("tokens_per_chunk") or {}).get("mean")  # the client's measures
+    out["accepted_tokens"] = summary.get("accepted_tokens")
+    out["server_accepted_tokens"] = iterations.get("spec_accepted_tokens")
     kv = server.get("kv_reuse") or {}  # TensorRT-LLM's own block reuse counts over the level (none on the hf backend)
     out["kv_reused_blocks"] = kv.get("kv_reused_blocks")
     out["kv_hit_rate"] = kv.get("kv_hit_rate")

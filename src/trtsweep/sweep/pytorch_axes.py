@@ -38,8 +38,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from trtsweep.common import gpu_arch
 from trtsweep.errors import TrtsweepError
-from trtsweep.fleet import placement
 from trtsweep.sweep import disaggregated as disagg
 from trtsweep.toolchain.llmapi import args as llmapi_args
 from trtsweep.toolchain.llmapi import options as llmapi_options
@@ -148,9 +148,9 @@ def check_sweep(sweep: dict[str, Any], backend: str, used_flows: set[str], paral
     gpu_type = (sweep.get("placement") or {}).get("gpu_type")
     for index, entry in enumerate(sweep.get("moe") or []):
         backend_name = str(entry.get("backend") or "").upper()
-        if backend_name in BLACKWELL_MOE and gpu_type and not placement.has_arch(str(gpu_type), "sm100"):
+        if backend_name in BLACKWELL_MOE and gpu_type and not gpu_arch.has_arch(str(gpu_type), "sm100"):
             raise _fail(f"moe[{index}].backend", f"{backend_name}'s MoE kernels are Blackwell's (SM100: "
-                        f"{placement.ARCH_NAMES['sm100']}) only, and placement.gpu_type asks for {gpu_type}: use "
+                        f"{gpu_arch.ARCH_NAMES['sm100']}) only, and placement.gpu_type asks for {gpu_type}: use "
                         "CUTLASS (any GPU) there")  # fmt: skip
     moe_tps = {entry["ep"] * entry.get("tp", 1) for entry in sweep.get("moe") or []}
     for value in shapes if moe_tps else []:
