@@ -24,6 +24,10 @@ from tests.integration.standin_run import STANDIN, playbook_argv, playbook_env, 
 DOUBLES = ROOT / "tests" / "doubles"
 
 
+def private() -> None:  # a preexec_fn: the run under umask 077
+    os.umask(0o077)
+
+
 def gpu_run(tmp_path):
     """(argv, env) of one stand-in point on GPU 0 of this machine's one (double) GPU, the GPU check on."""
     extravars = write_run(tmp_path, "foreign", 0.5, 20)
@@ -61,7 +65,7 @@ def test_a_point_whose_gpu_another_job_uses_is_not_measured(tmp_path):
     squatter = subprocess.Popen([str(other), "300"], env={**os.environ, "CUDA_VISIBLE_DEVICES": "7",
                                                           "FAKE_GPU_OWNER": str(tmp_path)})  # fmt: skip
     try:
-        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, preexec_fn=private)
     finally:
         squatter.kill()
         squatter.wait()
@@ -69,11 +73,9 @@ def test_a_point_whose_gpu_another_job_uses_is_not_measured(tmp_path):
     (record,) = records(tmp_path, "foreign").values()
     assert record["status"] == "failed" and record["stage"] == "serve", record
     assert f"the point's GPUs are also in use: GPU 7 by pid {squatter.pid} (tritonserver)" in record["cause"], record
-    started = time.time()
-    # the GPU free again, the run under a private umask (a site whose prompts and results are nobody else's); another
-    # job takes the GPU once the benchmark runs: the level is flagged, never silently ok
+    # the GPU free again; another job takes it once the benchmark runs: the level is flagged, never silently ok
     alone = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             preexec_fn=lambda: os.umask(0o077))  # fmt: skip
+                             preexec_fn=private)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while not any("trtsweep.perf.cli" in line for line in procs(str(tmp_path)).values()):
@@ -93,11 +95,14 @@ def test_a_point_whose_gpu_another_job_uses_is_not_measured(tmp_path):
     assert f"the point's GPUs are also in use: GPU 7 by pid {late.pid} (tritonserver)" in row["gpu_shared"], row
     report = (tmp_path / "results" / "foreign" / "report.md").read_text()
     assert "measured on shared GPUs: the point's GPUs are also in use" in report, report[-2000:]
-    # what the run wrote of the user's data (the host's copy of the prompts, the point's records and measurements,
-    # the report) takes that umask: nothing widened to 0644 by a copy or an explicit mode
+    # both runs under a private umask (a site whose prompts and results are nobody else's): what they wrote of the
+    # user's data (the host's copy of the prompts, the point's records, measurements and logs on the host and on the
+    # controller, the report, the run's own files) takes it: nothing widened to 0644 by a copy or an explicit mode
     assert [r["status"] for r in records(tmp_path, "foreign").values()] == ["ok"]
-    written = [path for path in [*(tmp_path / "work").rglob("prompts.jsonl"), *(tmp_path / "results").rglob("*")]
-               if path.is_file() and not path.is_symlink() and path.stat().st_mtime >= started]  # fmt: skip
+    work = tmp_path / "work"
+    data = [*work.rglob("prompts.jsonl"), *work.glob("foreign/*/runs/*/results/*"), *work.glob("foreign/.runs/*/*"),
+            *(tmp_path / "results").rglob("*")]  # fmt: skip
+    written = [path for path in data if path.is_file() and not path.is_symlink()]
     names = {path.name for path in written}
     assert {"prompts.jsonl", "status.json", "llm_perf.summary.json", "results.csv", "report.html"} <= names, names
     wide = [f"{path} {stat.S_IMODE(path.stat().st_mode):o}" for path in written if path.stat().st_mode & 0o077]

@@ -46,7 +46,7 @@ def test_a_speculative_point_reports_its_acceptance(tmp_path):
     # the client's own count: the stand-in streams a chunk per step, as trtllm-serve, so output tokens less chunks is
     # the accepted tokens the iteration stats count
     assert int(row["accepted_tokens"]) == int(row["server_accepted_tokens"]) > 0, row
-    assert row["acceptance_check"] == "agree" and 1 <= float(row["tokens_per_chunk"]) <= length, row
+    assert row["acceptance_check"] == "agree" and float(row["tokens_per_chunk"]) >= 1, row
     options = json.loads((results / POINT / "point.json").read_text())["llm_api"]
     assert options["speculative_config"] == {"decoding_type": "NGram", "max_draft_len": 4, "max_matching_ngram_size": 2}
     stats = json.loads((results / POINT / "llm_perf.summary.json").read_text())["levels"][0]["summary"]

@@ -71,9 +71,9 @@ def test_a_sweep_on_its_own_allocation_runs_each_lane_as_a_step_on_the_gpus_slur
     with (results / "results.csv").open() as handle:  # results.csv names each point's step
         rows = {row["point"]: row["slurm_step"] for row in csv.DictReader(handle)}
     assert rows == {r["point"]: f"{r['slurm']['job_id']}.{r['slurm']['step_id']}" for r in records}
-    # the report names the allocation: the job squeue and sacct show, its name, partition, nodes and steps
+    # the report names the allocation: the job squeue and sacct show, its partition, nodes and steps
     (job,) = jobs
-    named = (f'Slurm allocation: job {job} "trtsweep-slurm" (partition gpu) on 3 node(s) ('
+    named = (f"Slurm allocation: job {job} (partition gpu) on 3 node(s) ("
              f"{', '.join(r['slurm']['node'] for r in records)}): 3 point(s) in ")  # fmt: skip
     assert named in (results / "report.md").read_text() and named in (results / "report.html").read_text()
     assert slurm_cluster.jobs() == []  # the run's allocation released at its end
@@ -101,7 +101,7 @@ def test_an_allocation_that_exists_is_used_and_kept(tmp_path, slurm_cluster):
         records = [json.loads(p.read_text()) for p in sorted((tmp_path / "results" / "slurm").glob("*/status.json"))]
         assert {r["slurm"]["job_id"] for r in records} == {job} and [r["status"] for r in records] == ["ok"] * 3
         assert [j["job_id"] for j in slurm_cluster.jobs()] == [int(job)]  # still running: not the run's to release
-        assert f'Slurm allocation: job {job} "given" (partition gpu) on 3 node(s)' in (
+        assert f"Slurm allocation: job {job} (partition gpu) on 3 node(s)" in (
             tmp_path / "results" / "slurm" / "report.md").read_text()  # fmt: skip
     finally:
         slurm_cluster.run("scancel", job)

@@ -81,14 +81,9 @@ def step_record(point: dict) -> dict:
     env = os.environ
     if "SLURM_STEP_ID" not in env:
         return {}
-    names = {
-        "job_id": "SLURM_JOB_ID",
-        "step_id": "SLURM_STEP_ID",
-        "node": "SLURMD_NODENAME",
-        "job_name": "SLURM_JOB_NAME",
-        "partition": "SLURM_JOB_PARTITION",
-        "account": "SLURM_JOB_ACCOUNT",
-    }
+    # (not SLURM_JOB_NAME: in a step it is the step's own name, srun --job-name, not the allocation's)
+    names = {"job_id": "SLURM_JOB_ID", "step_id": "SLURM_STEP_ID", "node": "SLURMD_NODENAME",
+             "partition": "SLURM_JOB_PARTITION", "account": "SLURM_JOB_ACCOUNT"}  # fmt: skip
     return {"gpus": list(point.get("gpus") or []), "slurm": {key: env.get(var) for key, var in names.items()}}
 
 
