@@ -186,25 +186,46 @@ def test_a_cancelled_step_loses_its_point_with_slurms_word_and_the_rerun_runs_it
     "the run ends within a minute, its unfinished points lost with Slurm's word, nothing left",
 )
 def test_a_node_set_down_ends_the_run_in_bounded_time_with_slurms_word(tmp_path, slurm_cluster):
-    argv, env = slurm_run(tmp_path, slurm_cluster, OWN, token_ms=200, num_requests=40)  # benchmarks of ~2 min
+    node = slurm_cluster.nodes[1]
+
+    def down() -> str:
+        slurm_cluster.run("scontrol", "update", f"nodename={node}", "state=down", "reason=trtsweep-test")
+        return f"{node} went down"
+
+    try:
+        run, out = run_into(tmp_path, slurm_cluster, OWN, down)
+    finally:
+        slurm_cluster.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
+    all_lost_to_slurm(tmp_path, run, out, slurm_cluster)
+
+
+def run_into(tmp_path: Path, cluster, slurm: dict, fault) -> tuple[subprocess.Popen, str]:
+    """A run of three ~2-minute benchmarks on the cluster, `fault()` once every lane serves (it says what it did);
+    the run's end awaited, printed how long after the fault, and nothing of it left running."""
+    argv, env = slurm_run(tmp_path, cluster, slurm, token_ms=200, num_requests=40)
     run = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            start_new_session=True)  # fmt: skip
-    node, out = slurm_cluster.nodes[1], ""
     try:
-        all_serving(run, tmp_path, slurm_cluster)
-        slurm_cluster.run("scontrol", "update", f"nodename={node}", "state=down", "reason=trtsweep-test")
-        downed = time.monotonic()
+        all_serving(run, tmp_path, cluster)
+        did = fault()
+        done = time.monotonic()
         out, _ = run.communicate(timeout=120)
-        print(f"the run ended {time.monotonic() - downed:.1f} s after {node} went down")
+        print(f"the run ended {time.monotonic() - done:.1f} s after {did}")
+        return run, out
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(run.pid, signal.SIGKILL)
-        slurm_cluster.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
+
+
+def all_lost_to_slurm(tmp_path: Path, run: subprocess.Popen, out: str, cluster, said: tuple[str, ...] = ()) -> None:
+    """The run ended non-zero, every point lost with Slurm's own line (holding one of `said`, when given), no job
+    and no process of the run left."""
     assert run.returncode != 0, out[-3000:]
     records = [json.loads(p.read_text()) for p in (tmp_path / "results" / "slurm").glob("*/status.json")]
     assert {r["status"] for r in records} == {"lost"}, [(r["point"], r["status"]) for r in records]
-    assert all(r["cause"].startswith("Slurm: ") for r in records), [r["cause"] for r in records]
-    assert slurm_cluster.jobs() == []
+    causes = [r["cause"] for r in records]
+    assert all(c.startswith("Slurm: ") and (not said or any(w in c for w in said)) for c in causes), causes
+    assert cluster.jobs() == []
     all_gone(str(tmp_path), 30)
 
 
@@ -214,24 +235,11 @@ def test_a_node_set_down_ends_the_run_in_bounded_time_with_slurms_word(tmp_path,
 )
 def test_the_allocations_time_limit_reached_mid_run_ends_it_with_slurms_word(tmp_path, slurm_cluster):
     limited = {"allocate": {**OWN["allocate"], "time": "1"}}  # a minute: Slurm's shortest
-    argv, env = slurm_run(tmp_path, slurm_cluster, limited, token_ms=200, num_requests=40)  # benchmarks of ~2 min
-    run = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           start_new_session=True)  # fmt: skip
-    out = ""
-    try:
-        all_serving(run, tmp_path, slurm_cluster)
-        while slurm_cluster.jobs() and run.poll() is None:  # Slurm ends the job a minute (and its check) in
+
+    def time_limit() -> str:
+        while slurm_cluster.jobs():  # Slurm ends the job a minute (and its next check) after it began
             time.sleep(0.5)
-        ended = time.monotonic()
-        out, _ = run.communicate(timeout=120)
-        print(f"the run ended {time.monotonic() - ended:.1f} s after its allocation did")
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(run.pid, signal.SIGKILL)
-    assert run.returncode != 0, out[-3000:]
-    records = [json.loads(p.read_text()) for p in (tmp_path / "results" / "slurm").glob("*/status.json")]
-    assert {r["status"] for r in records} == {"lost"}, [(r["point"], r["status"]) for r in records]
-    causes = [r["cause"] for r in records]
-    assert all(c.startswith("Slurm: ") and ("TIME LIMIT" in c or "TIMEOUT" in c) for c in causes), causes
-    assert slurm_cluster.jobs() == []
-    all_gone(str(tmp_path), 30)
+        return "its allocation's time limit ended the job"
+
+    run, out = run_into(tmp_path, slurm_cluster, limited, time_limit)
+    all_lost_to_slurm(tmp_path, run, out, slurm_cluster, ("TIME LIMIT", "TIMEOUT"))
