@@ -31,7 +31,8 @@ DISAGGREGATED = f"{BASE}_disagg-c1x1-g2x1_spec-ngram_pytorch-serve"
 
 @pytest.mark.e2e
 @pytest.mark.timeout(900)
-def test_an_aggregated_and_a_disaggregated_point_with_speculative_decoding(tmp_path):
+def test_an_aggregated_and_a_disaggregated_point_with_speculative_decoding(tmp_path, monkeypatch):
+    monkeypatch.setenv("UCX_TLS", "tcp")  # a site's UCX setting: the workers inherit it and the record says so
     base = free_block(10)
     run_ok(tmp_path, trtsweep_sweep=SWEEP, ports=[base, base + 1, base + 2])
     results = tmp_path / "results" / SWEEP["name"]
@@ -53,6 +54,8 @@ def test_an_aggregated_and_a_disaggregated_point_with_speculative_decoding(tmp_p
     assert list(members) == ["context0", "generation0", "generation1", "proxy"]
     assert [members[n]["port"] for n in members] == [base + 3, base + 4, base + 5, base]
     assert record["iteration_stats_from"] == "generation0" and "no KV cache transfer" in record["kv_cache_transfer"]
+    # the transfer environment the workers ran with, as the point's record keeps it (the test's own UCX variable)
+    assert record["transfer_environment"].get("UCX_TLS") == "tcp" and record["transfer_environment_from"] == "the lane"
     config = yaml.safe_load((point / "disagg_proxy.yml").read_text())
     assert config == record["proxy_config"] and config["generation_servers"]["urls"] == [
         f"127.0.0.1:{base + 4}", f"127.0.0.1:{base + 5}"]  # fmt: skip

@@ -234,3 +234,11 @@ def test_the_mpi_transceiver_is_refused_as_trtsweep_starts_each_worker_as_its_ow
     assert got.startswith("sweep field 'disaggregated[0].transceiver.backend': MPI moves the KV cache between ranks of "
                           "one MPI world") and got.endswith("use DEFAULT, UCX, NIXL" + (", MOONCAKE" if release == "1.2"
                                                                                         else "")), got  # fmt: skip
+
+
+def test_a_disaggregated_point_warms_up_every_context_and_generation_pair():
+    """KV-cache transfer between two workers connects on first use: a warm-up request per instance pair at least."""
+    c2g3 = {"context": {"tp": 1, "instances": 2}, "generation": {"tp": 1, "instances": 3}}
+    aggregated, shaped, single = planning.expand(sweep(disaggregated=["none", c2g3, C1G1]))[:3]
+    assert (shaped["benchmark"]["warmup_requests"], shaped["benchmark"]["warmup_pairs"]) == (6, 6)
+    assert aggregated["benchmark"] == single["benchmark"] and "warmup_pairs" not in single["benchmark"]  # one pair

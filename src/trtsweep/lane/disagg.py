@@ -20,6 +20,7 @@ first generation worker's /metrics (drafted and accepted tokens are counted wher
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,10 +106,21 @@ def starts(plan: Layout, base: dict[str, Any], point_dir: Path, run_dir: Path,
     return out, server_group.ProxyStart(argv, proxy_spec)
 
 
-def record(plan: Layout, state: server_group.GroupState, backend: str, release: str) -> dict[str, Any]:
+# the environment that steers the KV-cache transfer between workers (UCX's and NIXL's own variables, TensorRT-LLM's
+# TRTLLM_USE_UCX_KVCACHE / TRTLLM_USE_NIXL_KVCACHE and the like): part of what a disaggregated point measured
+TRANSFER_ENV = ("UCX_", "NIXL_", "TRTLLM_")
+
+
+def record(plan: Layout, state: server_group.GroupState, backend: str, release: str,
+           container: bool = False) -> dict[str, Any]:  # fmt: skip
+    """The point's `disaggregated.json`: its workers, the proxy's config, how the KV cache moved between them and the
+    transfer environment the workers ran with (the lane's, which native workers inherit; a container's is its
+    image's: none of the host's is passed in)."""
     transfer = STANDIN_TRANSFER if backend == "hf" else f"cache_transceiver_config {plan.shape.transceiver}"
+    env = {} if container else {k: v for k, v in sorted(os.environ.items()) if k.startswith(TRANSFER_ENV)}
     return {"name": plan.shape.name, "label": plan.shape.label(), "release": release, "model_id": state.model_id,
             "members": server_group.record(state), "proxy_config": plan.proxy, "kv_cache_transfer": transfer,
+            "transfer_environment": env, "transfer_environment_from": "the image" if container else "the lane",
             "iteration_stats_from": metrics_worker(plan).name}  # fmt: skip
 
 

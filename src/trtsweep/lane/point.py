@@ -620,7 +620,8 @@ class PointRun(PointStages):
             self._benchmark(lambda: server_group.gone(ready), lambda: server_group.first_gone_log(ready))
         finally:
             if group is not None:
-                record = lane_disagg.record(plan, group, self.p["backend"], self.p["llm_api_release"])
+                record = lane_disagg.record(plan, group, self.p["backend"], self.p["llm_api_release"],
+                                            any(w.spec.runtime == "container" for w in workers))  # fmt: skip
                 (paths.results / lane_disagg.RECORD).write_text(_nice_json(record))
             self._stop_group()
 

@@ -263,10 +263,19 @@ def check_point(combo: Combo, release: str, tp: int) -> None:
 def benchmark(combo: Combo, tp: int, value: dict[str, Any]) -> dict[str, Any]:
     """The point's benchmark: with attention DP each of the tp ranks takes its own requests and `max_batch_size` is a
     rank's, so the sweep's load is a rank's: the concurrency levels, a load search's max and num_requests multiplied
-    by tp (`levels_scaled_by`), the load the point exists for (issue 44: measured unscaled, it ran at 1/tp of it)."""
-    if not combo.attention_dp or tp <= 1:
-        return value
+    by tp (`levels_scaled_by`), the load the point exists for (measured unscaled, it ran at 1/tp of it). A
+    disaggregated point warms up with at least one request per (context, generation) instance pair
+    (`warmup_pairs`): the KV-cache transfer between two workers connects on its first use, which a measured request
+    must not pay (the proxy deals requests to each role's instances in turn)."""
     out = copy.deepcopy(value)
+    if combo.disaggregated is not None:
+        shape = combo.disaggregated.shape
+        pairs = shape["context"]["instances"] * shape["generation"]["instances"]
+        if pairs > 1:
+            out["warmup_requests"] = max(int(out.get("warmup_requests") or 0), pairs)
+            out["warmup_pairs"] = pairs
+    if not combo.attention_dp or tp <= 1:
+        return out
     if out.get("concurrency"):
         out["concurrency"] = [level * tp for level in out["concurrency"]]
     if out.get("load"):
