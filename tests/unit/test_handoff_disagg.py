@@ -91,6 +91,7 @@ def test_every_worker_and_the_proxy_are_handed_off_as_the_release_runs_them(tmp_
     assert not [p for p in out.rglob("*") if p.is_file() and b"hf_secret_0123456789" in p.read_bytes()]
     readme = (out / "README.md").read_text()
     assert "A disaggregated configuration `c1x1-g2x2`" in readme and "| generation1 | 8003 | 3,4 |" in readme
+    assert "measured with every worker on one host" in readme and "Pin the pods to one node" in readme
 
 
 def test_the_systemd_units_start_the_workers_before_the_proxy_and_stop_with_it(tmp_path):
