@@ -211,3 +211,16 @@ def test_a_missing_executable_or_config_is_a_one_line_error(tmp_path):
     with pytest.raises(TrtsweepError, match=r"configuration x: no 'max_batch_size'"):
         pred.predict([{"id": "x", "precision": "fp16", "tp": 1, "pp": 1}], model_dir=tmp_path, system="h100_sxm",
                      isl=1, osl=1, slo={}, version=None, workdir=tmp_path, executable=sys.executable)  # fmt: skip
+
+
+def test_a_prediction_names_its_tool_and_database_and_asks_for_the_sweeps_release_where_the_tool_has_it(tool):
+    """AIConfigurator 0.12 has TensorRT-LLM 1.3 release-candidate databases only: a 1.2 sweep's predictions read its
+    default and say so; a 1.3 sweep's read a 1.3 one; a tool that cannot be asked is said to be so."""
+    older = pred.database(str(tool), "h100_sxm", "1.2.0")
+    assert older.tool.startswith(("aiconfigurator ", "aisimulate ")) and older.backend == "trtllm"
+    assert older.version and older.note.startswith(f"it has no TensorRT-LLM 1.2 database for h100_sxm: its default, "
+                                                   f"{older.version} (has ")  # fmt: skip
+    same = pred.database(str(tool), "h100_sxm", "1.3")
+    assert same.version and same.version.startswith("1.3.") and same.note == "the sweep's TensorRT-LLM 1.3"
+    unknown = pred.database("/nonexistent/bin/aiconfigurator", "h100_sxm", "1.2")
+    assert unknown.version is None and unknown.note.startswith("the tool's databases could not be listed")

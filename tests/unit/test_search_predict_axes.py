@@ -156,8 +156,12 @@ def test_the_plan_asks_for_a_sweeps_disaggregated_points_and_plain_points_as_bef
              "disaggregated": ["none", {"context": {"tp": 1}, "generation": {"tp": 1, "instances": 2}}]}  # fmt: skip
     grid = planning.expand(sweep)
     hosts = {"h": {"gpus": [{"index": i, "name": "NVIDIA H100 80GB HBM3"} for i in range(8)]}}
-    predicted.predictions(grid, {"model_dirs": {"m": str(tmp_path)}}, None, hosts, tmp_path, tmp_path)
+    predicted.predictions(grid, {"model_dirs": {"m": str(tmp_path), }, "predictor": str(tmp_path / "none")}, None,
+                          hosts, tmp_path, tmp_path)  # fmt: skip
     plain, disagg = asked
+    # predictions.json says what data they were made from (here: a tool that could not be asked)
+    kept = json.loads((tmp_path / predicted.PREDICTIONS).read_text())
+    assert kept["databases"]["h100_sxm"]["version"] is None and kept["databases"]["h100_sxm"]["backend"] == "trtllm"
     assert "disaggregated" not in plain and set(plain) == {
         "id",
         "precision",

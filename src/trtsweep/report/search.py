@@ -84,7 +84,11 @@ def lines(results_dir: Path) -> list[str]:
     best = answer(measured)
     out.append(f"answer: {_measured(best)}" if best else "answer: none (no configuration met the SLOs at the full "
                "benchmark)")  # fmt: skip
-    made = (read_json(results_dir / PREDICTIONS) or {}).get("predictions") if ledger.get("predictions") else None
+    kept = (read_json(results_dir / PREDICTIONS) or {}) if ledger.get("predictions") else {}
+    made = kept.get("predictions")
+    for system, db in sorted((kept.get("databases") or {}).items()) if made else []:  # what the predictions read
+        out.append(f"predicted by {db.get('tool')} from its {db.get('backend')} database {db.get('version') or '?'} "
+                   f"for {system} ({db.get('note')})")  # fmt: skip
     for outcome in full if made else []:
         guess = made.get(outcome.config) or {}
         if not guess.get("supported"):

@@ -117,6 +117,59 @@ class Prediction:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Database:
+    """The performance data a prediction reads: the tool (name and version), its backend and the database version
+    asked for (None where the tool could not be asked), and how that version was chosen."""
+
+    tool: str
+    backend: str
+    version: str | None
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# the tool's own Python (beside its executable, in its venv) lists its databases and their versions
+_DATABASES = """
+import importlib.metadata as m, json, sys
+from aiconfigurator_core.sdk.perf_database import get_latest_database_version, get_supported_databases
+tool = None
+for dist in ("aisimulate", "aiconfigurator"):
+    try:
+        tool = f"{dist} {m.version(dist)}"
+        break
+    except m.PackageNotFoundError:
+        continue
+system = sys.argv[1]
+print(json.dumps({"tool": tool, "versions": get_supported_databases().get(system, {}).get("trtllm", []),
+                  "latest": get_latest_database_version(system, "trtllm")}))
+"""
+
+
+def database(executable: str, system: str, release: str | None) -> Database:
+    """The TensorRT-LLM database a prediction for `system` reads: the sweep's `release` (major.minor) where the tool
+    has a database of it (its newest), else the tool's default, said so; asked of the tool's own Python."""
+    tool = shutil.which(executable)
+    python = Path(tool).parent / "python" if tool else None
+    try:
+        if python is None or not python.exists():
+            raise OSError(f"no Python beside {executable}")
+        done = subprocess.run([str(python), "-c", _DATABASES, system], capture_output=True, text=True, timeout=120,
+                              check=True)  # fmt: skip
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError) as exc:
+        return Database(executable, "trtllm", None, f"the tool's databases could not be listed ({exc}): its default")
+    name, versions, latest = found.get("tool") or executable, list(found.get("versions") or []), found.get("latest")
+    wanted = ".".join(str(release).lstrip("v").split(".")[:2]) if release else None
+    same = [v for v in versions if wanted and v.split(".")[:2] == wanted.split(".")]
+    if same:
+        return Database(name, "trtllm", same[-1], f"the sweep's TensorRT-LLM {wanted}")
+    said = f"it has no TensorRT-LLM {wanted} database for {system}" if wanted else "the sweep names no release"
+    return Database(name, "trtllm", latest, f"{said}: its default, {latest} (has {', '.join(versions) or 'none'})")
+
+
 def system_for_gpu(name: str) -> str | None:
     """The AIConfigurator system of an nvidia-smi GPU name ("NVIDIA H100 80GB HBM3" -> "h100_sxm"), None if its
     database has no TensorRT-LLM data for that GPU."""

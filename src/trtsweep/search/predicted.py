@@ -8,7 +8,9 @@ flow's axes, a disaggregated point's workers (asked as AIConfigurator's `serving
 attention DP, the MoE layout and the speculative variant (trtsweep.search.predict says which it predicts), so that
 the predicted strategy ranks aggregated and disaggregated configurations together and measures the best of both.
 The predictions are made once per sweep and settings: `results/<sweep>/predictions.json` holds them, with what
-they were asked, so later rounds, the report and a rerun read the same ones.
+they were asked and the data each was made from (`database`: the tool and its version, the backend, the database
+version and why that one: the sweep's TensorRT-LLM release where the tool has a database of it, else its default,
+said so; trtsweep.search.predict.database), so later rounds, the report and a rerun read the same ones.
 """
 
 from __future__ import annotations
@@ -88,6 +90,10 @@ def predictions(
             continue
         groups.setdefault((entry["model"], entry["system"], entry["isl"], entry["osl"]), []).append(entry)
     models = {p["model"]["name"]: p["model"] for p in grid}
+    executable = search.get("predictor") or "aiconfigurator"
+    release = next((p["trtllm"].get("version") for p in grid if p["trtllm"].get("version")), None)
+    # each system's database: the sweep's release where the tool has one, else its default (said so)
+    databases = {system: predict.database(executable, system, release) for _, system, _, _ in groups}
     for (name, system, isl, osl), entries in groups.items():
         where = model_dir(models[name], search.get("model_dirs") or {}, base_dir)
         made = predict.predict(
@@ -97,12 +103,13 @@ def predictions(
             isl=isl,
             osl=osl,
             slo=limits,
-            version=None,
+            version=databases[system].version,
             workdir=results_dir / ".predict",
-            executable=search.get("predictor") or "aiconfigurator",
+            executable=executable,
         )
-        out |= {config: p.to_dict() for config, p in made.items()}
-    kept = {"key": key, "asked": asked, "slo": limits, "predictions": out}
+        out |= {config: {**p.to_dict(), "database": databases[system].to_dict()} for config, p in made.items()}
+    kept = {"key": key, "asked": asked, "slo": limits, "predictions": out,
+            "databases": {system: db.to_dict() for system, db in databases.items()}}  # fmt: skip
     atomic_write_text(saved, json.dumps(kept, indent=1) + "\n")
     return out
 
