@@ -26,13 +26,14 @@ DURATIONS = ROOT / "tests" / "durations.json"  # read by tests/scheduling.py
 # what a slow test module starts (the reason it is slow)
 STARTS = {
     "tests/slurm/test_slurm_sweep.py": "sweep.yml on the session's Slurm cluster (3 nodes): 3 stand-in points as job "
-    "steps; the cancel test runs twice (its rerun), the others once",
+    "steps; the cancel test runs twice (its rerun), the time-limit test waits for Slurm's minute, the others once",
     "tests/slurm/test_slurm_allocation.py": "allocations and steps on the session's Slurm cluster",
     "tests/slurm/test_bed.py": "the session's Slurm cluster (munged, slurmctld, 3 slurmd: about 1 s), a second "
     "one-node bed for the stale-bed case",
     "tests/integration/test_heartbeat_killed_alone.py": "sweep.yml of 2 stand-in points (~20 s benchmarks each)",
     "tests/integration/test_lane_killed_alone.py": "sweep.yml of 2 stand-in points in 2 lanes",
     "tests/integration/test_run_folder_removed.py": "sweep.yml of 1 stand-in point",
+    "tests/integration/test_second_controller.py": "2 sweep.yml runs of 1 stand-in point (two controllers, one host)",
     "tests/integration/test_foreign_gpu_process.py": "sweep.yml of 1 stand-in point, twice",
     "tests/container/test_bed.py": "the session's dockerd and the test image (built from mmdebstrap and wheels when "
     "not cached: about 120 s, in the first test), tritonserver in a container",
