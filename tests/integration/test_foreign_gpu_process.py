@@ -55,7 +55,8 @@ def gpu_run(tmp_path):
 @pytest.mark.timeout(300)
 @pytest.mark.fault(
     "another job's process on a point's GPU (a server someone else started there)",
-    "the point fails at serve naming it, never measured on the shared GPU; alone it is measured",
+    "the point fails at serve naming it; alone it is measured, and a job that takes its GPU mid-benchmark flags the "
+    "level (gpu_shared: no verdict candidate); under umask 077 the user's data stays private",
 )
 def test_a_point_whose_gpu_another_job_uses_is_not_measured(tmp_path):
     argv, env = gpu_run(tmp_path)
