@@ -224,3 +224,18 @@ def test_a_prediction_names_its_tool_and_database_and_asks_for_the_sweeps_releas
     assert same.version and same.version.startswith("1.3.") and same.note == "the sweep's TensorRT-LLM 1.3"
     unknown = pred.database("/nonexistent/bin/aiconfigurator", "h100_sxm", "1.2")
     assert unknown.version is None and unknown.note.startswith("the tool's databases could not be listed")
+
+
+def test_a_prediction_stays_within_the_concurrency_the_sweep_measures(predicted, tool, qwen):
+    """With attention DP the tool's batch is a rank's and its best row can lie far above the sweep's levels: a
+    prediction is the best row at a concurrency the sweep measures (`max_concurrency`), read from the same run."""
+    out, workdir = predicted
+    free = out["fp16-tp1-bs512"]
+    assert free.concurrency is not None and free.concurrency > 4
+    runs = sorted(p.name for p in workdir.iterdir())
+    config = next(c for c in CONFIGS if c["id"] == "fp16-tp1-bs512")
+    capped = pred.predict([{**config, "max_concurrency": 4}], model_dir=qwen, system="h100_sxm", isl=1024, osl=128,
+                          slo=SLO, version=None, workdir=workdir, executable=str(tool))["fp16-tp1-bs512"]  # fmt: skip
+    assert capped.supported and capped.concurrency is not None and capped.concurrency <= 4, capped
+    assert (capped.tokens_per_s_per_gpu or 0) < (free.tokens_per_s_per_gpu or 0)
+    assert sorted(p.name for p in workdir.iterdir()) == runs  # the same tool run, read again

@@ -173,5 +173,7 @@ def test_the_plan_asks_for_a_sweeps_disaggregated_points_and_plain_points_as_bef
         "kv_cache_dtype",
         "system",
         "model",
+        "max_concurrency",
     }
+    assert plain["max_concurrency"] == 1  # the sweep's one level: no predicted row beyond it
     assert disagg["disaggregated"] == shape((1, 1), (2, 1)) and disagg["system"] == "h100_sxm"

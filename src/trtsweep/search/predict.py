@@ -192,8 +192,10 @@ def predict(
     jobs: int = 2,
 ) -> dict[str, Prediction]:  # fmt: skip
     """Configuration id -> its Prediction. `configs`: {"id", "precision", "tp", "pp", "max_batch_size",
-    "kv_cache_dtype", "disaggregated", "attention_dp", "moe_tp", "moe_ep", "speculative" (each optional: the point's
-    fields)}; `model_dir` holds config.json; `system` from `system_for_gpu`; `version` the
+    "kv_cache_dtype", "disaggregated", "attention_dp", "moe_tp", "moe_ep", "speculative", "max_concurrency" (each
+    optional: the point's fields; max_concurrency the highest the sweep measures it at: a predicted row beyond it is
+    not one the sweep can check, e.g. with attention DP, where the tool's batch is a rank's and its best row can lie
+    at bs x dp)}; `model_dir` holds config.json; `system` from `system_for_gpu`; `version` the
     performance database version (None: the tool's current one); `database_mode` SILICON (measured data only)
     or HYBRID (also estimates shapes it has not measured); `jobs` tool processes at once."""
     tool = shutil.which(executable)
@@ -354,10 +356,12 @@ def _prediction(run: Path | str, config: dict[str, Any], slo: dict[str, float]) 
     missing = [column for column in columns if rows and column not in rows[0]]
     if missing:
         return Prediction(supported=False, reason=f"{run.name}: no column {missing[0]!r} (AIConfigurator 0.12 format)")
-    limit = config["max_batch_size"]
-    met = [row for row in rows if _whole(row[batch]) <= limit and _meets(row, slo) and _shaped(row, shape)]
+    limit, most = config["max_batch_size"], config.get("max_concurrency")
+    met = [row for row in rows if _whole(row[batch]) <= limit and _meets(row, slo) and _shaped(row, shape)
+           and (most is None or _whole(row["concurrency"]) <= most)]  # fmt: skip
     if not met:
-        reason = f"no batch size <= {limit} is predicted to meet the SLO"
+        reason = f"no batch size <= {limit}" + (f" at a concurrency <= {most}" if most is not None else "")
+        reason += " is predicted to meet the SLO"
         return Prediction(supported=True, reason=reason, tokens_per_s_per_gpu=0.0)
     best = max(met, key=lambda row: (float(row["tokens/s/gpu"]), -float(row["concurrency"])))
     workers = None if shape is None else {role: _worker(best, side) for role, side in ROLES.items()}

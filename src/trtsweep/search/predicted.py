@@ -52,6 +52,14 @@ def axes(point: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def highest(point: dict[str, Any]) -> dict[str, int]:
+    """The highest concurrency the sweep measures the point at (its levels' top, a load search's max), as
+    `max_concurrency`; nothing for a trace or conversations replay (their load is the recording's)."""
+    bench = point.get("benchmark") or {}
+    levels = list(bench.get("concurrency") or []) + ([bench["load"]["max"]] if bench.get("load") else [])
+    return {"max_concurrency": int(max(levels))} if levels else {}
+
+
 def gpu_system(point: dict[str, Any], hosts: dict[str, dict[str, Any]]) -> str | None:
     """The AIConfigurator system of the first GPU, of a host with enough GPUs, that it has a database for."""
     for facts in hosts.values():
@@ -75,7 +83,7 @@ def predictions(
         asked.append({"id": point["id"], "precision": point["precision"], "tp": point["tp"], "pp": point["pp"],
                       "max_batch_size": point["max_batch_size"], "isl": point["max_input_len"],
                       "osl": point["max_output_len"], "kv_cache_dtype": point["trtllm"].get("kv_cache_dtype"),
-                      "system": system, "model": point["model"]["name"], **axes(point)})  # fmt: skip
+                      "system": system, "model": point["model"]["name"], **axes(point), **highest(point)})  # fmt: skip
     key = hashlib.sha256(json.dumps([asked, limits, search.get("predictor")], sort_keys=True).encode()).hexdigest()
     saved = results_dir / PREDICTIONS
     kept = read_json(saved) or {}
