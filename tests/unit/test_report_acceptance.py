@@ -58,3 +58,13 @@ EAGLE = {"llm_api_release": "1.1", "llm_api": {"speculative_config": {"decoding_
 )  # fmt: skip
 def test_the_check_says_what_the_server_and_the_client_counted_together(point, row, said):
     assert acceptance.check(point, row) == said
+
+
+def test_the_server_columns_say_what_they_cover_where_it_is_not_every_request():
+    from trtsweep.report.results_table import metrics_scope
+
+    assert metrics_scope({"tp": 4, "attention_dp": True, "server": "trtllm-serve"}) == (
+        "rank 0 of 4 (attention DP): about 1/4 of the requests")  # fmt: skip
+    shaped = {"tp": 1, "disaggregated": {"context": {"instances": 1}, "generation": {"instances": 2}}}
+    assert metrics_scope(shaped).startswith("generation0 of 2 generation worker(s), no context worker")
+    assert metrics_scope({"tp": 4, "attention_dp": False, "server": "trtllm-serve"}) is None

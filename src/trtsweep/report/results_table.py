@@ -42,7 +42,9 @@ decoding step after the first: 1.0 for a server that streams a chunk per step wi
 with it) and `accepted_tokens` (output tokens less chunks over the level: drafted tokens accepted, as the client
 counts them), with the server's `server_accepted_tokens`; `acceptance_check` says what they say together
 (trtsweep.report.acceptance): the server's number missing where its release does not report that decoding type, or
-the two counts disagreeing.
+the two counts disagreeing. `server_metrics_scope` says what the server's iteration-stat columns cover where it is
+not every request: rank 0's executor with attention DP (about 1/tp of the requests), a disaggregated point's first
+generation worker.
 `disaggregated` is a disaggregated point's workers (trtsweep.sweep.disaggregated: its label, `c1x1-g2x1`; empty for
 an aggregated point).
 
@@ -98,7 +100,8 @@ COLUMNS = ("point", *SETTINGS, *WHERE, *TRUST, *LOAD, *THROUGHPUT, *TELEMETRY, *
            *(f"{m}_{s}_ms" for m in LATENCIES for s in STATS), *ACCURACY, "accuracy_n",
            "server_requests", "server_queue_ms", "server_compute_ms", "server_batch_mean",
            "server_kv_used_max", "kv_reused_blocks", "kv_hit_rate", "acceptance_rate", "acceptance_length",
-           "tokens_per_chunk", "accepted_tokens", "server_accepted_tokens", "acceptance_check")  # fmt: skip
+           "tokens_per_chunk", "accepted_tokens", "server_accepted_tokens", "acceptance_check",
+           "server_metrics_scope")  # fmt: skip
 SLO_LATENCIES = {"ttft_p99_ms": "ttft_ms", "tpot_p99_ms": "tpot_ms", "e2e_p99_ms": "e2e_ms"}
 _VERSION = re.compile(r"^\|\s*server_version\s*\|\s*(\S+)", re.MULTILINE)
 
@@ -287,6 +290,20 @@ def capacity_columns(search: dict[str, Any] | None, gpus: int) -> dict[str, Any]
     }
 
 
+def metrics_scope(point: dict[str, Any]) -> str | None:
+    """What the server columns (iteration stats: batch, queue, KV cache, acceptance) cover where it is not the whole
+    point: with attention DP trtllm-serve's /metrics is rank 0's executor, a disaggregated point's is its first
+    generation worker's (trtsweep.lane.disagg.metrics_worker); None where they cover every request."""
+    shape, tp = point.get("disaggregated"), int(point.get("tp") or 1)
+    if isinstance(shape, dict):
+        workers = int((shape.get("generation") or {}).get("instances") or 1)
+        return (f"generation0 of {workers} generation worker(s), no context worker: its share of the decoding "
+                "iterations only")  # fmt: skip
+    if point.get("attention_dp") and tp > 1 and point.get("server") == "trtllm-serve":
+        return f"rank 0 of {tp} (attention DP): about 1/{tp} of the requests"
+    return None
+
+
 def collect(results_dir: Path, slo: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row per (point, level) of every point with a benchmark summary, by point id then concurrency."""
     rows = []
@@ -302,6 +319,7 @@ def collect(results_dir: Path, slo: dict[str, Any] | None = None) -> list[dict[s
             row = {**base, "concurrency": level.get("concurrency"), "replay_speed": level.get("replay_speed"),
                    **_level_columns(summary, base["gpus"])}  # fmt: skip
             row["acceptance_check"] = acceptance.check(point, row)
+            row["server_metrics_scope"] = metrics_scope(point)
             if slo and summary.get("window_s"):
                 good = _good(point_dir / "llm_perf.requests.jsonl", index, slo)
                 row["goodput"] = good / summary["window_s"] if good is not None else None
