@@ -41,6 +41,8 @@ WAITS = {
         "test_foreign_gpu_process", "test_heartbeat_killed_alone", "test_lane_faults_controller",
         "test_lane_killed_alone", "test_run_folder_removed", "test_run_signals", "test_second_controller",
         "test_shared_home_local")),
+    # SSH beds of network namespaces whose points are the stand-in (their own beds, not the session's fleet bed)
+    "tests/fleet/test_shared_home.py", "tests/fleet/test_testbed.py",
 }  # fmt: skip
 
 

@@ -231,11 +231,11 @@ def test_a_prediction_stays_within_the_concurrency_the_sweep_measures(predicted,
     prediction is the best row at a concurrency the sweep measures (`max_concurrency`), read from the same run."""
     out, workdir = predicted
     free = out["fp16-tp1-bs512"]
-    assert free.concurrency is not None and free.concurrency > 4
+    assert free.concurrency is not None and free.concurrency > 64  # 256 on h100_sxm for this configuration
     runs = sorted(p.name for p in workdir.iterdir())
     config = next(c for c in CONFIGS if c["id"] == "fp16-tp1-bs512")
-    capped = pred.predict([{**config, "max_concurrency": 4}], model_dir=qwen, system="h100_sxm", isl=1024, osl=128,
+    capped = pred.predict([{**config, "max_concurrency": 64}], model_dir=qwen, system="h100_sxm", isl=1024, osl=128,
                           slo=SLO, version=None, workdir=workdir, executable=str(tool))["fp16-tp1-bs512"]  # fmt: skip
-    assert capped.supported and capped.concurrency is not None and capped.concurrency <= 4, capped
+    assert capped.supported and capped.concurrency is not None and capped.concurrency <= 64, capped
     assert (capped.tokens_per_s_per_gpu or 0) < (free.tokens_per_s_per_gpu or 0)
     assert sorted(p.name for p in workdir.iterdir()) == runs  # the same tool run, read again
