@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trtsweep.common.fileio import read_json
+
 FOLDER = ".claims"
 POLL_S = 0.5
 
@@ -94,11 +96,8 @@ def _held(where: Path, run_id: str) -> dict[Path, dict[str, Any]]:
 
 
 def _holder(claim: Path) -> dict[str, Any]:
-    with contextlib.suppress(OSError, ValueError):
-        found = json.loads(claim.read_text())
-        if isinstance(found, dict):
-            return found
-    return {}
+    found = read_json(claim)
+    return found if isinstance(found, dict) else {}
 
 
 def _lease(holder: dict[str, Any]) -> bytes | None:

@@ -181,11 +181,9 @@ def nvml_sampler(gpus: list[int], interval_s: float = DEFAULT_INTERVAL_S,
 
     def foreign() -> dict[int, list[int]]:
         ours = set().union(*(gpus_seen.tree(root) for root in owners))
-        out = {}
-        for index, handle in zip(gpus, handles, strict=True):
-            running = ask(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
-            if others := [p.pid for p in running if p.pid not in ours]:
-                out[index] = others
-        return out
+        try:
+            return gpus_seen.foreign(pynvml, gpus, handles, ours)
+        except pynvml.NVMLError:
+            return {}
 
     return Sampler(gpus, names, read, interval_s, foreign if owners else None), None

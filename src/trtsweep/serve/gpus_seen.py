@@ -94,13 +94,17 @@ def others_on(given: Iterable[int], root: int, nvml: Any | None = None,
     with _session(nvml) as session:
         if session is None:
             return {}
-        ours, out = pids(root), {}
-        for index in sorted(set(given)):
-            handle = session.nvmlDeviceGetHandleByIndex(index)
-            others = sorted(p.pid for p in session.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid not in ours)
-            if others:
-                out[index] = others
-        return out
+        indices = sorted(set(given))
+        return foreign(session, indices, [session.nvmlDeviceGetHandleByIndex(i) for i in indices], pids(root))
+
+
+def foreign(session: Any, indices: Iterable[int], handles: Iterable[Any], ours: set[int]) -> dict[int, list[int]]:
+    """GPU index -> its compute processes not in `ours`, over NVML handles of an initialised `session`."""
+    out = {}
+    for index, handle in zip(indices, handles, strict=True):
+        if others := sorted(p.pid for p in session.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid not in ours):
+            out[index] = others
+    return out
 
 
 def foreign_line(others: dict[int, list[int]], proc: Path = Path("/proc")) -> str | None:

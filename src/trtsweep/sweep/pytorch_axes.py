@@ -160,10 +160,15 @@ def check_sweep(sweep: dict[str, Any], backend: str, used_flows: set[str], paral
                         f"{tp['generation']} fit no moe entry: every worker takes the point's moe layout, so both "
                         f"roles' tp must be one moe tp x ep ({', '.join(map(str, sorted(moe_tps)))})")  # fmt: skip
     for spec in variants(sweep.get("speculative")) if backend == "hf" else []:
-        kind = spec.config["decoding_type"] if spec is not None and spec.config is not None else None
+        kind = decoding_type(spec)
         if kind is not None and kind not in HF_TYPES:
             raise _fail(f"speculative[{spec.index}].decoding_type", f"the hf backend's stand-ins draft by "
                         f"{', '.join(HF_TYPES)} only; {kind} needs tensorrtllm")  # fmt: skip
+
+
+def decoding_type(spec: Variant | None) -> str | None:
+    """The variant's decoding type (None: no speculative decoding)."""
+    return spec.config["decoding_type"] if spec is not None and spec.config is not None else None
 
 
 def _active(sweep: dict[str, Any], key: str) -> bool:
@@ -393,7 +398,7 @@ def mtp_layers(config: dict[str, Any]) -> int:
 def needs_config(combo: Combo) -> bool:
     """Whether a check of the combination reads the model's config.json (MoE, attention DP, MTP, a draft's)."""
     spec = combo.speculative
-    kind = spec.config["decoding_type"] if spec is not None and spec.config is not None else None
+    kind = decoding_type(spec)
     return combo.moe is not None or bool(combo.attention_dp) or kind == "MTP" or bool(spec and spec.draft)
 
 
@@ -424,7 +429,7 @@ def check_model(model: dict[str, Any], config: dict[str, Any] | None, draft_conf
                     f"{', '.join(EXPERT_KEYS)}): attention DP is for MoE models (each rank its own requests through "
                     "attention, the experts spread across the ranks); a dense model is served by plain tp")  # fmt: skip
     spec = combo.speculative
-    kind = spec.config["decoding_type"] if spec is not None and spec.config is not None else None
+    kind = decoding_type(spec)
     if kind == "MTP" and not mtp_layers(config):
         raise _fail(f"speculative[{spec.index}].decoding_type", f"MTP drafts with the checkpoint's own MTP layers, "
                     f"and {model['repo_id']}'s config.json has no {MTP_KEY} (DeepSeek-V3-style checkpoints have "
