@@ -201,7 +201,9 @@ def run_while_served(argv: list[str], state_file: Path, poll_s: float = 1.0) -> 
 
 def run_while(argv: list[str], why_gone: Callable[[], str | None], poll_s: float = 1.0) -> Watched:
     """Run `argv` to its end, or stop it as soon as `why_gone()` says why what it talks to is gone (a server, or any
-    server of a disaggregated group: serve/group.py)."""
+    server of a disaggregated group: serve/group.py). A command that failed is asked about too: a client that saw
+    its server die (connection reset) fails before the next poll, and the server's exit is the cause, not the
+    client's error."""
     me = os.getpid()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
@@ -213,6 +215,8 @@ def run_while(argv: list[str], why_gone: Callable[[], str | None], poll_s: float
                 break
             except subprocess.TimeoutExpired:
                 why = why_gone()
+        if why is None and proc.returncode != 0:  # the client saw the server die before the next poll did
+            why = why_gone()
         if why is not None:
             for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
                 with contextlib.suppress(ProcessLookupError):
