@@ -195,7 +195,12 @@ def sweep_vars(path: Path, name: str, precisions: list[str], batch_sizes: list[i
         "lengths": [{"input": 256, "output": 16}],
         "streaming": [True],
         "placement": {"mode": placement, "gpus_per_point": 1},
-        "benchmark": {"input_data": "data/prompts.jsonl", "chat_template": True, "warmup_requests": 1, **bench},
+        "benchmark": {
+            "input_data": str(REPO / "data" / "prompts.jsonl"),
+            "chat_template": True,
+            "warmup_requests": 1,
+            **bench,
+        },
     }
     path.write_text(yaml.safe_dump({"trtsweep_sweep": sweep, "trtsweep_results_dir": str(results)}))
     return path
@@ -644,6 +649,11 @@ def size_report(args: argparse.Namespace, runs: dict[str, dict[str, Any]], failu
             print(f"{label}: not ok: {cause}")
     if rows:
         print(format_rows(rows))
+    for label, run in runs.items():
+        breakdown = where_time_goes([run])
+        if breakdown:
+            print(f"\nwhere a point's time goes ({label}; seconds per point)")
+            print(format_rows(breakdown))
     for failure in failures:
         print(f"problem: {failure}")
 

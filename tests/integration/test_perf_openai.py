@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_ports
-from trtsweep.perf.benchmark import BenchmarkConfig, Tokenizer, run
+from trtsweep.perf.benchmark import BenchmarkConfig, run
 from trtsweep.perf.protocols import Endpoint
+from trtsweep.perf.tokenizer import Tokenizer
 from trtsweep.serve.process import http_service
 
 

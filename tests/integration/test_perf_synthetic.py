@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import statistics
 
-from trtsweep.perf.benchmark import Tokenizer, run
+from trtsweep.perf.benchmark import run
 from trtsweep.perf.cli import config_from_args, parser
 from trtsweep.perf.dataset import synthetic
+from trtsweep.perf.tokenizer import Tokenizer
 
 
 def test_synthetic_prompts_follow_the_requested_lengths(demo_model):
     tok = Tokenizer(str(demo_model.hf_dir))
-    records = synthetic(tok.hf, 200, (64.0, 8.0), (32.0, 4.0), seed=1)
+    records = synthetic(tok, 200, (64.0, 8.0), (32.0, 4.0), seed=1)
     lengths = [tok.count(r.input) for r in records]
     # re-tokenizing the decoded prompt gives back (almost) the sampled length
     assert sum(abs(n - r.extra["synthetic_input_tokens"]) <= 1 for n, r in zip(lengths, records, strict=True)) >= 190
     assert abs(statistics.fmean(lengths) - 64) < 3 and 4 < statistics.stdev(lengths) < 12
     assert abs(statistics.fmean(r.max_tokens for r in records) - 32) < 2
-    assert synthetic(tok.hf, 5, (64.0, 8.0), (32.0, 4.0), seed=1) == records[:5]
+    assert synthetic(tok, 5, (64.0, 8.0), (32.0, 4.0), seed=1) == records[:5]
 
 
 def test_ignore_eos_generates_the_whole_budget(hf_server, demo_model, tmp_path):

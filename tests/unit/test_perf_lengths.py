@@ -15,11 +15,11 @@ import pytest
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf import cli, export
-from trtsweep.perf.benchmark import Tokenizer
 from trtsweep.perf.dataset import Lengths, SyntheticSpec, parse_lengths, synthetic
 from trtsweep.perf.levels import LevelReport
 from trtsweep.perf.runner import Level
 from trtsweep.perf.spool import RequestLog, Spool
+from trtsweep.perf.tokenizer import Tokenizer
 
 N = 20_000
 
@@ -89,19 +89,19 @@ def test_lengths_from_a_file_are_its_pairs_and_the_prompts_have_them(tokenizer: 
     pairs.append(("", "ok"))  # an empty input is a prompt of one token
     path = prompts_file(tmp_path / "p.jsonl", pairs)
     want = Counter((max(1, tokenizer.count(i)), tokenizer.count(o)) for i, o in pairs)
-    records = synthetic(tokenizer.hf, None, None, None, path, seed=4)
+    records = synthetic(tokenizer, None, None, None, path, seed=4)
     assert Counter((r.extra["synthetic_input_tokens"], r.max_tokens) for r in records) == want
     assert all(tokenizer.count(r.input or "") == r.extra["synthetic_input_tokens"] for r in records)  # exact here
-    twice = synthetic(tokenizer.hf, 2 * len(pairs), None, None, path, seed=4)
+    twice = synthetic(tokenizer, 2 * len(pairs), None, None, path, seed=4)
     assert Counter((r.extra["synthetic_input_tokens"], r.max_tokens) for r in twice) == want + want
-    assert synthetic(tokenizer.hf, None, None, None, path, seed=4) == records  # seeded
-    assert [r.max_tokens for r in synthetic(tokenizer.hf, None, None, None, path, seed=5)] != [
+    assert synthetic(tokenizer, None, None, None, path, seed=4) == records  # seeded
+    assert [r.max_tokens for r in synthetic(tokenizer, None, None, None, path, seed=5)] != [
         r.max_tokens for r in records
     ]
 
 
 def test_synthetic_prompts_of_a_lognormal_have_its_median(tokenizer: Tokenizer) -> None:
-    records = synthetic(tokenizer.hf, 400, parse_lengths("lognormal:40,0.6"), parse_lengths("fixed:7"), seed=1)
+    records = synthetic(tokenizer, 400, parse_lengths("lognormal:40,0.6"), parse_lengths("fixed:7"), seed=1)
     lengths = [tokenizer.count(r.input or "") for r in records]
     assert lengths == [r.extra["synthetic_input_tokens"] for r in records]
     assert abs(statistics.median(lengths) - 40) < 5 and {r.max_tokens for r in records} == {7}  # 3 std errors
@@ -120,7 +120,7 @@ def test_a_file_line_without_what_it_needs_is_one_line_naming_it(
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps({"input": "x", "output": "y"}) + "\n" + json.dumps(line) + "\n")
     with pytest.raises(TrtsweepError) as caught:
-        synthetic(tokenizer.hf, None, None, None, path, seed=0)
+        synthetic(tokenizer, None, None, None, path, seed=0)
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 

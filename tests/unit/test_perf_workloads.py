@@ -13,9 +13,10 @@ import pytest
 from tests.conftest import PROMPTS
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf import cli
-from trtsweep.perf.benchmark import Tokenizer, load_records, prepare
+from trtsweep.perf.benchmark import load_records, prepare
 from trtsweep.perf.dataset import load_jsonl
 from trtsweep.perf.protocols.base import PreparedRequest
+from trtsweep.perf.tokenizer import Tokenizer
 from trtsweep.perf.workloads import PREFIX_SEPARATOR, TraceSpec, load_trace, shared_prefixes, trace_order
 from trtsweep.report.results_table import workload
 from trtsweep.sweep import planning
@@ -37,7 +38,7 @@ def tokenizer(demo_model: Any) -> Tokenizer:
 
 
 def ids(tokenizer: Tokenizer, text: str) -> list[int]:
-    return list(tokenizer.hf.encode(text, add_special_tokens=False))
+    return list(tokenizer.encode(text))
 
 
 def requests(tokenizer: Tokenizer, *argv: str) -> tuple[list[PreparedRequest], list[float] | None]:
@@ -55,7 +56,7 @@ def mooncake(tmp_path: Path, rows: list[dict[str, Any]] = MOONCAKE) -> Path:
 def test_shared_prefixes_are_exact_token_counts_and_lead_every_prompt_token_for_token(tokenizer):
     sent, _ = requests(tokenizer, "--input-data", str(PROMPTS), "--shared-prefix-count", "3",
                        "--shared-prefix-tokens", "64")  # fmt: skip
-    prefixes = shared_prefixes(tokenizer.hf, 3, 64, seed=0)
+    prefixes = shared_prefixes(tokenizer, 3, 64, seed=0)
     assert [len(ids(tokenizer, p)) for p in prefixes] == [64, 64, 64]
     assert len({ids(tokenizer, p)[0] for p in prefixes}) == 3  # distinct from their first token on
     records = load_jsonl(PROMPTS)
@@ -77,13 +78,13 @@ def test_chat_records_and_synthetic_prompts_take_the_prefix_too(tokenizer, tmp_p
                                                {"role": "user", "content": "Hello"}]}) + "\n")  # fmt: skip
     chat, _ = requests(tokenizer, "--input-data", str(data), "--shared-prefix-count", "1",
                        "--shared-prefix-tokens", "20", "--chat-template")  # fmt: skip
-    (prefix,) = shared_prefixes(tokenizer.hf, 1, 20, seed=0)
+    (prefix,) = shared_prefixes(tokenizer, 1, 20, seed=0)
     assert chat[0].messages is not None and chat[0].messages[0] == {"role": "system", "content": prefix}
     assert chat[1].messages is not None and chat[1].messages[0]["content"] == prefix + PREFIX_SEPARATOR + "Be brief."
     assert all(prefix in r.prompt for r in chat)  # rendered through the chat template
     synthetic, _ = requests(tokenizer, "--synthetic-input-tokens", "30,5", "--num-prompts", "6",
                             "--shared-prefix-count", "2", "--shared-prefix-tokens", "48")  # fmt: skip
-    two = shared_prefixes(tokenizer.hf, 2, 48, seed=0)
+    two = shared_prefixes(tokenizer, 2, 48, seed=0)
     for i, request in enumerate(synthetic):
         assert ids(tokenizer, request.prompt)[:48] == ids(tokenizer, two[i % 2])
     assert len({r.prompt.removeprefix(two[i % 2]) for i, r in enumerate(synthetic)}) == 6  # own parts vary

@@ -33,6 +33,7 @@ from trtsweep.perf.runner import ClientHealth, Level, describe, request_order, r
 from trtsweep.perf.search import EarlyStop, Search
 from trtsweep.perf.spool import RequestLog, Spool
 from trtsweep.perf.telemetry import Sampler, nvml_sampler
+from trtsweep.perf.tokenizer import Tokenizer
 from trtsweep.perf.workers import Outcome, Pool, cores, level_workers, outcome
 from trtsweep.perf.workloads import load_trace, trace_order, trace_records, with_shared_prefix
 
@@ -71,51 +72,6 @@ class IdentityCheck:
 
     def summary(self) -> dict[str, Any]:
         return {"expected": self.expected, **self.seen, **({"error": self.error} if self.error else {})}
-
-
-class Tokenizer:
-    """The model's tokenizer: token counts and the chat template.
-
-    A model directory with a `tokenizer.json` is counted with the `tokenizers` library alone (about 20 MB, against
-    about 280 MB for transformers, which matters where a host runs a benchmark per GPU); transformers is loaded
-    only for what needs it (the chat template, made-up prompts), or at once for a model without that file."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._hf: Any = None
-        self._fast: Any = None
-        file = Path(path) / "tokenizer.json"
-        if file.is_file():
-            from tokenizers import Tokenizer as FastTokenizer
-
-            try:
-                self._fast = FastTokenizer.from_file(str(file))
-            except Exception as exc:  # the library's own error type: the file is not a tokenizer
-                raise TrtsweepError(f"cannot load tokenizer from {file}: {str(exc).splitlines()[0]}") from exc
-        else:
-            self._hf = self.hf
-
-    @property
-    def hf(self) -> Any:
-        """The transformers tokenizer (loaded on first use)."""
-        if self._hf is None:
-            from transformers import AutoTokenizer
-
-            try:
-                self._hf = AutoTokenizer.from_pretrained(self.path, local_files_only=Path(self.path).is_dir())
-            except (OSError, ValueError) as exc:
-                raise TrtsweepError(f"cannot load tokenizer from {self.path}: {str(exc).splitlines()[0]}") from exc
-        return self._hf
-
-    def count(self, text: str) -> int:
-        if self._fast is not None:
-            return len(self._fast.encode(text, add_special_tokens=False).ids)
-        return len(self.hf.encode(text, add_special_tokens=False))
-
-    def chat(self, messages: list[dict[str, str]]) -> str:
-        if not getattr(self.hf, "chat_template", None):
-            raise TrtsweepError("--chat-template: this tokenizer has no chat template")
-        return str(self.hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
 
 def prepare(records: list[Record], config: BenchmarkConfig, tokenizer: Tokenizer | None) -> list[PreparedRequest]:
@@ -167,17 +123,17 @@ def load_records(config: BenchmarkConfig, tokenizer: Tokenizer | None) -> tuple[
         if tokenizer is None:
             raise TrtsweepError("--trace makes prompts of the trace's token lengths: give --tokenizer-path")
         rows = load_trace(config.trace)
-        return trace_records(rows, tokenizer.hf, config.trace.block_size, config.seed), [r.time_s for r in rows]
+        return trace_records(rows, tokenizer, config.trace.block_size, config.seed), [r.time_s for r in rows]
     if config.input_data is not None:
         records = load_jsonl(config.input_data)
     elif config.synthetic is not None and tokenizer is not None:
-        records = synthetic(tokenizer.hf, *config.synthetic, seed=config.seed)
+        records = synthetic(tokenizer, *config.synthetic, seed=config.seed)
     else:
         raise TrtsweepError("give --input-data, or synthetic prompts (--synthetic-input-tokens) with --tokenizer-path")
     if config.shared_prefix is not None:
         if tokenizer is None:
             raise TrtsweepError("--shared-prefix-tokens counts the model's tokens: give --tokenizer-path")
-        records = with_shared_prefix(records, tokenizer.hf, *config.shared_prefix, seed=config.seed)
+        records = with_shared_prefix(records, tokenizer, *config.shared_prefix, seed=config.seed)
     return records, None
 
 

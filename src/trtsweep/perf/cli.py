@@ -572,9 +572,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> int:
-    """The llm-perf command, a process of its own: torch hidden from transformers first (it imports torch wherever
-    it is installed; a tokenizer's chat template and made-up prompts need none of it: seconds of CPU a benchmark),
-    and its advice that PyTorch was not found with it."""
+    """The llm-perf command, a process of its own. Its tokenizer needs no transformers where the model has a
+    tokenizer.json (perf/tokenizer.py); for one without, torch is hidden from transformers first (it imports torch
+    wherever it is installed; a tokenizer needs none of it: seconds of CPU a benchmark), and its advice that PyTorch
+    was not found with it."""
     sys.modules.setdefault("torch", None)
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     return main()

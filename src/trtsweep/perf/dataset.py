@@ -17,9 +17,12 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trtsweep.errors import TrtsweepError
+
+if TYPE_CHECKING:
+    from trtsweep.perf.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -211,11 +214,11 @@ class SyntheticSpec(NamedTuple):
         return f"input {self.input_tokens}, output {self.output_tokens}"
 
 
-def _wanted(tokenizer: Any, spec: SyntheticSpec, rng: random.Random) -> Iterator[tuple[int, int]]:
+def _wanted(tokenizer: Tokenizer, spec: SyntheticSpec, rng: random.Random) -> Iterator[tuple[int, int]]:
     """Each prompt's (input, output) tokens: drawn from the distributions as each prompt is made (the seeded order of
     draws of token-norm-dist), or the file's pairs, drawn at once."""
     if spec.lengths_from is not None:
-        pairs = length_pairs(spec.lengths_from, lambda text: len(tokenizer.encode(text, add_special_tokens=False)))
+        pairs = length_pairs(spec.lengths_from, tokenizer.count)
         for want_in, want_out in drawn_pairs(pairs, len(pairs) if spec.count is None else spec.count, rng):
             yield max(1, want_in), want_out  # an empty input is a prompt of one token
         return
@@ -225,7 +228,7 @@ def _wanted(tokenizer: Any, spec: SyntheticSpec, rng: random.Random) -> Iterator
 
 
 def synthetic(
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     count: int | None,
     input_tokens: Lengths | tuple[float, float] | None,
     output_tokens: Lengths | tuple[float, float] | None,
@@ -239,7 +242,7 @@ def synthetic(
     record's `max_tokens` the output length."""
     rng = random.Random(seed)
     vocab = sorted(
-        word for word in (tokenizer.convert_tokens_to_string([t]).strip() for t in tokenizer.get_vocab())
+        word for word in (text.strip() for text in tokenizer.token_texts())
         if word.isascii() and word.isalpha() and 3 <= len(word) <= 10
     )  # fmt: skip
     if not vocab:
@@ -248,7 +251,7 @@ def synthetic(
     spec = SyntheticSpec(count, as_lengths(input_tokens), as_lengths(output_tokens), lengths_from)
     records = []
     for index, (want_in, want_out) in enumerate(_wanted(tokenizer, spec, rng)):
-        ids = tokenizer.encode(" ".join(rng.choice(vocab) for _ in range(want_in)), add_special_tokens=False)
+        ids = tokenizer.encode(" ".join(rng.choice(vocab) for _ in range(want_in)))
         text = tokenizer.decode(ids[:want_in])
         records.append(Record(index, text, None, None, max(1, want_out), {"synthetic_input_tokens": want_in}))
     return records

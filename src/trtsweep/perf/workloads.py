@@ -27,10 +27,13 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.dataset import Record
+
+if TYPE_CHECKING:
+    from trtsweep.perf.tokenizer import Tokenizer
 
 FORMATS = ("auto", "mooncake", "azure")
 DEFAULT_BLOCK_SIZE = 512  # Mooncake's published traces: tokens per hash id
@@ -69,21 +72,21 @@ class Words:
     """Text of an exact token count: words of the tokenizer's vocabulary that are one token alone and after a
     space, so `count` of them joined by spaces are `count` tokens."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Tokenizer) -> None:
         self.tokenizer = tokenizer
         candidates = sorted(
-            word for word in (tokenizer.convert_tokens_to_string([t]).strip() for t in tokenizer.get_vocab())
+            word for word in (text.strip() for text in tokenizer.token_texts())
             if word.isascii() and word.isalpha() and word.islower() and 3 <= len(word) <= 8
         )  # fmt: skip
         candidates = list(dict.fromkeys(candidates))
-        alone = tokenizer(candidates, add_special_tokens=False)["input_ids"]  # one batch each: fast tokenizers
-        spaced = tokenizer([" " + w for w in candidates], add_special_tokens=False)["input_ids"]
+        alone = tokenizer.encode_batch(candidates)  # one batch each: fast tokenizers
+        spaced = tokenizer.encode_batch([" " + w for w in candidates])
         self.vocab = [w for w, a, b in zip(candidates, alone, spaced, strict=True) if len(a) == len(b) == 1]
         if len(self.vocab) < 16:
             raise TrtsweepError("shared prefixes / trace prompts: the tokenizer has too few one-token words")
 
     def count(self, text: str) -> int:
-        return len(self.tokenizer.encode(text, add_special_tokens=False))
+        return self.tokenizer.count(text)
 
     def draw(self, rng: random.Random, count: int) -> list[str]:
         return [rng.choice(self.vocab) for _ in range(count)]
@@ -99,7 +102,7 @@ class Words:
         return text
 
 
-def shared_prefixes(tokenizer: Any, count: int, tokens: int, seed: int) -> list[str]:
+def shared_prefixes(tokenizer: Tokenizer, count: int, tokens: int, seed: int) -> list[str]:
     """`count` distinct texts of exactly `tokens` tokens (each starts with its own word)."""
     words = Words(tokenizer)
     rng = random.Random(f"shared-prefix-{seed}")
@@ -109,7 +112,7 @@ def shared_prefixes(tokenizer: Any, count: int, tokens: int, seed: int) -> list[
     return [words.text([first, *words.draw(rng, tokens - 1)]) for first in firsts]
 
 
-def with_shared_prefix(records: list[Record], tokenizer: Any, count: int, tokens: int, seed: int) -> list[Record]:
+def with_shared_prefix(records: list[Record], tokenizer: Tokenizer, count: int, tokens: int, seed: int) -> list[Record]:
     """Each record with prefix (index mod `count`) before its own text; `prefix_tokens` set."""
     prefixes = shared_prefixes(tokenizer, count, tokens, seed)
     out = []
@@ -208,7 +211,7 @@ def load_trace(spec: TraceSpec) -> list[TraceRow]:
     return [replace(r, time_s=r.time_s - start) for r in rows]
 
 
-def trace_records(rows: list[TraceRow], tokenizer: Any, block_size: int, seed: int) -> list[Record]:
+def trace_records(rows: list[TraceRow], tokenizer: Tokenizer, block_size: int, seed: int) -> list[Record]:
     """A record per row: a prompt of the row's input tokens (Mooncake: its hash ids' blocks), its output tokens as
     the budget, and `prefix_tokens`: its leading blocks that another row shares."""
     words = Words(tokenizer)

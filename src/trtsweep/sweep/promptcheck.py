@@ -68,8 +68,8 @@ def longest_prompt(input_data: str, tokenizer_dir: str, chat_template: bool) -> 
 
 
 def _count(input_data: str, tokenizer_dir: str, chat_template: bool) -> tuple[int, int]:
-    from trtsweep.perf.benchmark import Tokenizer
     from trtsweep.perf.dataset import load_jsonl
+    from trtsweep.perf.tokenizer import Tokenizer
 
     tokenizer = Tokenizer(tokenizer_dir)
     longest = (0, 0)
@@ -78,7 +78,7 @@ def _count(input_data: str, tokenizer_dir: str, chat_template: bool) -> tuple[in
             prompt = tokenizer.chat(record.as_messages())
         else:
             prompt = record.input if record.input is not None else "\n".join(m["content"] for m in record.as_messages())
-        tokens = len(tokenizer.hf(prompt, add_special_tokens=not chat_template)["input_ids"])
+        tokens = len(tokenizer.encode(prompt, special=not chat_template))
         longest = max(longest, (tokens, record.lineno))
     return longest
 
