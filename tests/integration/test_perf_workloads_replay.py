@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import PROMPTS, free_ports
 from trtsweep.perf import cli
+from trtsweep.perf.tokenizer import Tokenizer
 from trtsweep.perf.workloads import shared_prefixes
 from trtsweep.serve.process import http_service
 
@@ -108,7 +109,7 @@ def test_shared_prefix_prompts_arrive_with_the_prefix_tokens_first(recorder, dem
                    "--profile-export-file", str(export)])  # fmt: skip
     assert rc == 0
     tokenizer = AutoTokenizer.from_pretrained(str(demo_model.hf_dir))
-    prefixes = [ids(tokenizer, p) for p in shared_prefixes(tokenizer, 2, 96, seed=0)]
+    prefixes = [ids(tokenizer, p) for p in shared_prefixes(Tokenizer(str(demo_model.hf_dir)), 2, 96, seed=0)]
     bodies = sent(log)
     assert bodies and all(ids(tokenizer, b["prompt"])[:96] in prefixes for b in bodies)
     assert {tuple(ids(tokenizer, b["prompt"])[:96]) for b in bodies} == {tuple(p) for p in prefixes}
