@@ -193,3 +193,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line("|---|---|---|---|---|")
     for fault, outcome, test, result, seconds in FAULTS:
         terminalreporter.write_line(f"| {fault} | {outcome} | {test} | {result} | {seconds:.0f} |")
+
+
+def benchmark_under_way(work: Path) -> bool:
+    """Whether a point's llm-perf measures under `work` (a host's work directory, or one point's there): its
+    request log is made as its first level starts (a warm llm-perf runs from the server's start, before it)."""
+    return any(work.rglob("llm_perf.requests.jsonl"))

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, benchmark_under_way
 from tests.fleet.testbed import TestBed, ansible_bin, ansible_env
 from trtsweep.common.procs import start_ticks
 from trtsweep.fleet import progress
@@ -136,17 +136,11 @@ def wait_for_stage(events: Path, lane: str, point: str, stages: tuple[str, ...],
 def benchmark_running(host, point: str, proc) -> ServerState:
     """Wait until the point's llm-perf runs on `host` (its server ready, the benchmark under way)."""
     deadline = time.monotonic() + 300
-    marker = f"{host.work_dir}/fleet/{point}/".encode()
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the sweep ended before the point to cut was benchmarked"
         states = sorted(host.work_dir.glob(f"fleet/{point}/runs/*/triton_server.json"))
-        for cmdline in Path("/proc").glob("[0-9]*/cmdline") if states else []:
-            try:
-                argv = cmdline.read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"trtsweep.perf.cli" in argv and any(marker in arg for arg in argv):
-                return ServerState.load(states[-1])
+        if states and benchmark_under_way(host.work_dir / "fleet" / point):
+            return ServerState.load(states[-1])
         time.sleep(0.2)
     raise AssertionError(f"{point}'s benchmark never started on {host.name}")
 

