@@ -3,11 +3,12 @@
 The sweep is a halving search of two configurations of the demo model (float32, int8; a screening round with half
 the requests per level, then the better one in full), one declared GPU per host: round 1 screens one configuration
 on each host. As h2's screening point starts, h2's link is cut (ip link set down) for 40 s: the run's lease lapses on
-h2 (its server stopped), and the run either gives h2 up (unreachable: nothing more is placed on it) or hears from
-it again. Either way h2's point is no evidence about its configuration: round 2 measures it again (on h1 when h2
-was given up), and the step is judged on both screenings; round 3 measures the better one in full. Every
-configuration ends measured or dropped for its own numbers, and search.json says so, with the GPU-seconds the lost
-point held counted.
+h2 (its server stopped; a TTL of 8 s here, shorter than what is left of the point whichever stage the run sees it
+in first: with 20 s a fast point could end before its lease lapsed), and the run either gives h2 up (unreachable:
+nothing more is placed on it) or hears from it again. Either way h2's point is no evidence about its
+configuration: round 2 measures it again (on h1 when h2 was given up), and the step is judged on both screenings;
+round 3 measures the better one in full. Every configuration ends measured or dropped for its own numbers, and
+search.json says so, with the GPU-seconds the lost point held counted.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ SWEEP = {
     "search": {"strategy": "halving", "finalists": 1, "screening": 0.5},
 }  # fmt: skip
 CUT_S = 40.0
+TTL_S = 8  # the run's lease on each host (the heartbeat renews it every 2 s)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +65,7 @@ def two_hosts(testbed: TestBed, wheelhouse: Path, demo_model: DemoModel, fleet: 
     extravars = testbed.dir / "outage-sweep.yml"
     results = testbed.dir / "results"
     extravars.write_text(yaml.safe_dump({"trtsweep_sweep": SWEEP, "trtsweep_sweep_dir": str(ROOT),
-                                         "trtsweep_results_dir": str(results),
+                                         "trtsweep_results_dir": str(results), "trtsweep_server_lease_ttl": TTL_S,
                                          "trtsweep_hf_offline": True}))  # fmt: skip
     return {"inventory": inventory, "extravars": extravars, "results": results / NAME}
 
@@ -94,7 +96,7 @@ def test_a_host_outage_in_a_search_is_measured_again_elsewhere_and_never_drops_a
             plan = wait_for_plan(results / "plan.json", proc)
             cut_point = next(p["id"] for p in plan["points"] if p["host"] == "h2")
             wait_for_stage(results / "events.json", "h2--lane0", cut_point, status.STAGES, proc, 600)
-            h2.cut()  # as its point starts: the lease lapses on h2 (20 s) long before the point could end
+            h2.cut()  # as its point starts: the lease lapses on h2 (TTL_S) before the point could end
             time.sleep(CUT_S)
             h2.restore()
             proc.wait(timeout=900)
