@@ -34,15 +34,16 @@ EXPORT = "--profile-export-file"
 class Warm:
     """A warm llm-perf process started by this process (it dies with it), its output going to files of its own."""
 
-    def __init__(self, argv: list[str], proc: subprocess.Popen[bytes], out: IO[bytes], err: IO[bytes]) -> None:
-        self.argv, self.proc, self.out, self.err = argv, proc, out, err
+    def __init__(self, python: str, export_file: str, proc: subprocess.Popen[bytes], out: IO[bytes],
+                 err: IO[bytes]) -> None:  # fmt: skip
+        self.python, self.export_file, self.proc, self.out, self.err = python, export_file, proc, out, err
 
     def takes(self, argv: list[str]) -> bool:
         """Whether `argv` is an llm-perf command line of this process's Python writing this process's export file,
         and the process still waits."""
-        export = self.argv[self.argv.index(EXPORT) + 1]
-        return (argv[:3] == [self.argv[0], *CLI] and EXPORT in argv and argv[argv.index(EXPORT) + 1] == export
-                and self.proc.poll() is None and not self._told)  # fmt: skip
+        export = argv[argv.index(EXPORT) + 1] if EXPORT in argv[:-1] else None
+        return (argv[:3] == [self.python, *CLI] and export == self.export_file and self.proc.poll() is None
+                and not self._told)  # fmt: skip
 
     @property
     def _told(self) -> bool:
@@ -76,7 +77,7 @@ def started(python: str, export_file: str, protocol: str | None, tokenizer_path:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, start_new_session=True,
                                 preexec_fn=lambda: die_with_parent(me))  # fmt: skip
-        warm = Warm(argv, proc, out, err)
+        warm = Warm(python, export_file, proc, out, err)
         try:
             yield warm
         finally:
