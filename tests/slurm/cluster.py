@@ -17,7 +17,8 @@ read and write only what the bed's files name.
   ``AccountingStorageTRES=gres/gpu``, which slurmctld 22.05 refuses without one), short timeouts,
   one partition ``gpu`` (default, every node, no time limit). Nodes ``n1``..``nN``, all ``localhost`` /
   ``127.0.0.1`` (Debian's build has --enable-multiple-slurmd), each with ``Gres=gpu:<gpus_per_node>``. The
-  stackable-plugin config is ``plugstack.conf`` next to slurm.conf (empty), so /etc/slurm's is not read either.
+  stackable-plugin config is ``plugstack.conf`` next to slurm.conf (the pyxis double alone, ``pyxis_double.c`` built
+  into the bed: pyxis's srun options, each step's recorded in ``pyxis.log``), so /etc/slurm's is not read either.
 - ``gres.conf``: each node's GPUs are character devices ``dev/<node>/nvidia<i>`` (``c 1 3``, /dev/null's numbers:
   Slurm refuses regular files), so that each step gets ``CUDA_VISIBLE_DEVICES`` / ``SLURM_STEP_GPUS`` as on a GPU
   node.
@@ -72,7 +73,8 @@ SBIN = Path("/usr/sbin")
 BIN = Path("/usr/bin")
 DAEMONS = ("munged", "slurmctld", "slurmd", "slurmstepd")
 CLIENTS = ("srun", "salloc", "sbatch", "scancel", "scontrol", "squeue", "sinfo")
-INSTALL = "apt-get install slurmctld slurmd slurm-client munge"
+INSTALL = "apt-get install slurmctld slurmd slurm-client munge libslurm-dev gcc"
+PYXIS_DOUBLE = Path(__file__).with_name("pyxis_double.c")  # pyxis's srun options, recorded (tests/slurm/pyxis_double.c)
 # Short on purpose: munge.socket's path must fit a sockaddr_un (108 bytes).
 BEDS = Path(os.environ.get("TRTSWEEP_TEST_SLURM_BEDS", "/tmp/trtsweep-slurm"))
 DAEMON_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -145,6 +147,8 @@ def unavailable_reason() -> str | None:
     for path in [*(SBIN / d for d in DAEMONS), *(BIN / c for c in CLIENTS)]:
         if not (path.is_file() and os.access(path, os.X_OK)):
             return f"no {path} ({INSTALL})"
+    if not Path("/usr/include/slurm/spank.h").is_file() or shutil.which("cc") is None:
+        return f"no spank.h or no C compiler for the pyxis double ({INSTALL})"
     return None
 
 
@@ -238,7 +242,8 @@ def _new_bed(beds: Path) -> Path:
 
 
 def _prepare(cluster: Cluster, cpus: int) -> None:
-    """The bed's directories, munge key, GPU device nodes, slurm.conf, gres.conf and an empty plugstack.conf."""
+    """The bed's directories, munge key, GPU device nodes, slurm.conf, gres.conf and plugstack.conf (the pyxis
+    double)."""
     root = cluster.root
     for name in ("state", "tmp", *(f"spool-{n}" for n in cluster.nodes)):
         (root / name).mkdir(mode=0o700)
@@ -258,7 +263,7 @@ def _prepare(cluster: Cluster, cpus: int) -> None:
         last = cluster.gpus_per_node - 1
         gres.append(f"NodeName={node} Name=gpu File={devices}/nvidia[0-{last}]")
     (root / "gres.conf").write_text("\n".join(gres) + "\n")
-    (root / "plugstack.conf").write_text("")
+    _build_pyxis_double(root)
     ctld_port, *node_ports = free_ports(1 + len(cluster.nodes))
     node_lines = [
         NODE_LINE.format(name=node, port=port, cpus=cpus, memory=REAL_MEMORY_MB, gpus=cluster.gpus_per_node)
@@ -270,6 +275,16 @@ def _prepare(cluster: Cluster, cpus: int) -> None:
             node_list=",".join(cluster.nodes),
         )
     )  # fmt: skip
+
+
+def _build_pyxis_double(root: Path) -> None:
+    """pyxis_double.c built into the bed and named in its plugstack.conf (srun and slurmstepd load it), its record
+    in ``pyxis.log``."""
+    built = subprocess.run(["cc", "-shared", "-fPIC", "-Wall", "-o", str(root / "pyxis_double.so"), str(PYXIS_DOUBLE)],
+                           capture_output=True, text=True, check=False)  # fmt: skip
+    if built.returncode != 0:
+        raise SlurmError(f"cannot build {PYXIS_DOUBLE.name} ({INSTALL}): {built.stderr.strip()}")
+    (root / "plugstack.conf").write_text(f"required {root / 'pyxis_double.so'} {root / 'pyxis.log'}\n")
 
 
 def _munged_argv(root: Path) -> list[str]:

@@ -28,16 +28,17 @@ GPUS_PER_NODE = 2  # of each node's 4: the job's GRES
 
 
 def slurm_run(tmp_path: Path, cluster, slurm: dict, load_s: float = 0.5, token_ms: float = 5.0,
-              num_requests: int = 8) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+              num_requests: int = 8, extra: dict | None = None) -> tuple[list[str], dict[str, str]]:  # fmt: skip
     """(argv, environment) of `ansible-playbook sweep.yml` with three stand-in points on the cluster: the inventory
     names no host, only `trtsweep_slurm` (`slurm`), and each node's connection and ports (all three run on this
-    machine: each its own ports)."""
+    machine: each its own ports); `extra`: more variables."""
     extravars = write_run(tmp_path, "slurm", load_s, 20, token_ms=token_ms, points=3)
     values = yaml.safe_load(extravars.read_text())
     for key in ("trtsweep_triton_http_port", "trtsweep_triton_grpc_port", "trtsweep_triton_metrics_port"):
         del values[key]  # each node's own (the inventory's): extra vars would give all three the same
     values["trtsweep_gpus"] = cluster.gpus_per_node  # each node's GPUs; the job has GPUS_PER_NODE of them
     values["trtsweep_sweep"]["benchmark"]["num_requests"] = num_requests
+    values.update(extra or {})
     extravars.write_text(yaml.safe_dump(values))
     nodes, block = {}, free_block(3 * len(cluster.nodes))
     for number, name in enumerate(cluster.nodes):
@@ -243,3 +244,30 @@ def test_the_allocations_time_limit_reached_mid_run_ends_it_with_slurms_word(tmp
 
     run, out = run_into(tmp_path, slurm_cluster, limited, time_limit)
     all_lost_to_slurm(tmp_path, run, out, slurm_cluster, ("TIME LIMIT", "TIMEOUT"))
+
+
+IMAGE = "nvcr.io/nvidia/tritonserver:25.01-trtllm-python-py3"
+
+
+def test_the_pyxis_runtime_serves_each_point_in_its_image_as_a_step_beside_its_lane(tmp_path, slurm_cluster):
+    pyxis = {"trtsweep_triton_runtime": "pyxis", "trtsweep_triton_container_image": IMAGE}
+    argv, env = slurm_run(tmp_path, slurm_cluster, OWN, extra=pyxis)
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=500)
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-2000:]
+    results = tmp_path / "results" / "slurm"
+    records = {r["point"]: r for r in (json.loads(p.read_text()) for p in sorted(results.glob("*/status.json")))}
+    assert [r["status"] for r in records.values()] == ["ok"] * 3
+    (job,) = {r["slurm"]["job_id"] for r in records.values()}
+    # what pyxis was asked for, as the double recorded it in each step's task: one server step per point, in the image,
+    # beside (not as) its lane's step, the point's model repository mounted at the same place, no entrypoint
+    said = [line.split("\t") for line in (slurm_cluster.root / "pyxis.log").read_text().splitlines()]
+    servers = [s for s in said if s[0] == job]
+    assert len(servers) == 3 and {s[2] for s in servers} == {IMAGE} and {s[5] for s in servers} == {"0"}, servers
+    lanes = {r["slurm"]["step_id"] for r in records.values()}
+    assert not lanes & {s[1] for s in servers}, (lanes, servers)
+    for point in records:
+        container = json.loads((results / point / "container.json").read_text())
+        assert container["runtime"] == "pyxis" and container["image"] == IMAGE and container["slurm_job"] == job
+        mounted = [s[3].split(",") for s in servers if f"/{point}/" in s[3]]  # its own step's mounts
+        assert len(mounted) == 1 and any(m.endswith("/triton_repo") for m in mounted[0]), (point, servers)
+    assert steps(slurm_cluster) == [] and slurm_cluster.jobs() == []  # no server's step left, the allocation released

@@ -259,6 +259,23 @@ def test_container_and_native_argv():
         Runtime(kind="container").wrap(inner, [], "n")
 
 
+def test_pyxis_runs_a_tool_in_its_image_as_a_step_on_the_lanes_gpus(tmp_path, monkeypatch):
+    inner = ["trtllm-build", "--checkpoint_dir", "/cache/checkpoints/c", "--output_dir", "/cache/engines/e"]
+    for name, value in {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n1", "SLURM_STEP_ID": "0",
+                        "SLURM_STEP_GPUS": "4,5"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)  # inside the lane's step, bound GPUs 4 and 5
+    monkeypatch.chdir(tmp_path)
+    run = Runtime(kind="pyxis", image="nvcr.io/nvidia/tritonserver:24.07-trtllm-python-py3",
+                  mounts=("/models",)).wrap(inner, ["/cache", "/cache"], "trtsweep-e")  # fmt: skip
+    assert run == ["srun", "--jobid=7", "--overlap", "--nodelist=n1", "--nodes=1", "--ntasks=1",
+                   "--job-name=trtsweep-e", "--export=ALL",
+                   "--container-image=nvcr.io/nvidia/tritonserver:24.07-trtllm-python-py3",
+                   "--container-mounts=/cache:/cache,/models:/models", f"--container-workdir={tmp_path}",
+                   "--no-container-entrypoint", "env", "CUDA_VISIBLE_DEVICES=4,5", *inner]  # fmt: skip
+    with pytest.raises(TrtsweepError, match="runtime pyxis needs a container image"):
+        Runtime(kind="pyxis").wrap(inner, [], "n")
+
+
 def test_container_runtime_runs_the_docker_cli(tmp_path, monkeypatch):
     fake = build_env.make(tmp_path, monkeypatch, "0.14.0")
     docker = tmp_path / "docker"

@@ -79,6 +79,19 @@ def test_preflight_refuses_podman_as_the_container_cli_in_one_line(tmp_path):
     assert hostfacts.preflight(tmp_path, 0, "container", docker=str(docker), container_image="img:1")[0] == []
 
 
+def test_preflight_of_the_pyxis_runtime_wants_srun_and_an_image_and_no_docker(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no srun, no docker
+    assert hostfacts.preflight(tmp_path, 0, "pyxis", container_image="img:1")[0] == [
+        "runtime pyxis: srun not found on PATH (pyxis runs the image as a step of the run's Slurm job)"
+    ]
+    (tmp_path / "srun").write_text("#!/bin/sh\n")
+    (tmp_path / "srun").chmod(0o755)
+    assert hostfacts.preflight(tmp_path, 0, "pyxis", container_image="img:1")[0] == []
+    assert hostfacts.preflight(tmp_path, 0, "pyxis")[0] == [
+        "runtime pyxis: no image (trtsweep_triton_container_image) for the sweep's Triton points"
+    ]
+
+
 def test_preflight_checks_the_host_groups_declared_release_and_the_image_tags(tmp_path, monkeypatch):
     monkeypatch.setattr(hostfacts, "_runtime_problem", lambda *a: None)  # no docker here: the tags are the subject
     problems, _ = hostfacts.preflight(

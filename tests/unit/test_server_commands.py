@@ -89,6 +89,28 @@ def test_container_visible_devices_become_a_docker_device_request(monkeypatch):
     assert "CUDA_VISIBLE_DEVICES" not in env
 
 
+def test_pyxis_runs_the_image_as_a_step_beside_the_lanes_on_its_gpus(monkeypatch, tmp_path):
+    for name, value in {"SLURM_JOB_ID": "12", "SLURMD_NODENAME": "n2", "SLURM_STEP_ID": "3"}.items():
+        monkeypatch.setenv(name, value)  # inside the lane's step
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    container = ContainerSpec(image="nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3", name="trtsweep-p1-8000",
+                              mounts=["/srv/engines/e1"])  # fmt: skip
+    argv, env = build_command(spec(runtime="pyxis", container=container, world_size=2, tritonserver="tritonserver",
+                                   visible_devices="2,3"), SID)  # fmt: skip
+    assert argv[:15] == [
+        "srun", "--jobid=12", "--overlap", "--nodelist=n2", "--nodes=1", "--ntasks=1", "--job-name=trtsweep-p1-8000",
+        "--export=ALL", "--container-image=nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3",
+        "--container-mounts=/srv/repo:/srv/repo,/srv/engines/e1:/srv/engines/e1", f"--container-workdir={tmp_path}",
+        "--no-container-entrypoint", "env", "CUDA_VISIBLE_DEVICES=2,3", "mpirun",
+    ]  # fmt: skip
+    assert "--ulimit" not in argv and "docker" not in argv
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1"  # srun's own: Slurm sets the step's, the command's `env` the server's
+    monkeypatch.delenv("SLURM_STEP_ID")
+    with pytest.raises(TrtsweepError, match="runtime pyxis runs inside a lane's Slurm step"):
+        build_command(spec(runtime="pyxis", container=container))
+
+
 @pytest.mark.parametrize("runtime", ["native", "local"])
 def test_visible_devices_set_cuda_visible_devices(runtime, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")

@@ -61,7 +61,7 @@ def test_a_negative_max_batch_size_names_the_field_and_the_range():
         (("benchmark", "seed"), True, "sweep field 'benchmark.seed': expected an integer, got True"),
         (("benchmark", "request_timeout"), float("inf"), "sweep field 'benchmark.request_timeout': expected a "
          "positive number, got inf"),
-        (("trtllm", "runtime"), "k8s", "sweep field 'trtllm.runtime': expected one of 'native', 'container', "
+        (("trtllm", "runtime"), "k8s", "sweep field 'trtllm.runtime': expected one of 'native', 'container', 'pyxis', "
          "got 'k8s'"),
         (("slo",), {"min_success_rate": 1.5}, "sweep field 'slo.min_success_rate': expected a fraction in [0, 1], "
          "got 1.5"),

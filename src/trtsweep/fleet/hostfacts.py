@@ -117,8 +117,12 @@ def _runtime_problem(runtime: str, tritonserver: str, docker: str, image: str | 
         if shutil.which(docker) is None:
             return f"runtime container: {docker} not found on PATH"
         return image_problem(runtime, servers, image, trtllm_image) or _podman_problem(docker)
+    elif runtime == "pyxis":  # a step of the run's job through pyxis's srun flags: srun here, no docker
+        if shutil.which("srun") is None:
+            return "runtime pyxis: srun not found on PATH (pyxis runs the image as a step of the run's Slurm job)"
+        return image_problem(runtime, servers, image, trtllm_image)
     else:
-        return f"runtime {runtime!r}: expected local, native or container"
+        return f"runtime {runtime!r}: expected local, native, container or pyxis"
     return None
 
 
@@ -126,19 +130,19 @@ def image_problem(runtime: str, servers: Sequence[str], image: str | None, trtll
     """The image the container runtime lacks for the sweep's `servers` (a Triton image for Triton points; for
     trtllm-serve points the sweep's TensorRT-LLM image, else the Triton one); None elsewhere. Read from settings
     alone: the run's preflight and `trtsweep plan -i` alike."""
-    if runtime != "container":
+    if runtime not in ("container", "pyxis"):
         return None
     if "triton" in servers and not image:
-        return "runtime container: no image (trtsweep_triton_container_image) for the sweep's Triton points"
+        return f"runtime {runtime}: no image (trtsweep_triton_container_image) for the sweep's Triton points"
     if not (image or trtllm_image):
-        return ("runtime container: no image for the sweep's trtllm-serve points (trtllm.container_image, or "
+        return (f"runtime {runtime}: no image for the sweep's trtllm-serve points (trtllm.container_image, or "
                 "trtsweep_triton_container_image)")  # fmt: skip
     return None
 
 
 def container_images(runtime: str, image: str | None, trtllm_image: str | None) -> list[str]:
-    """The images whose tags name a TensorRT-LLM release the run uses (the container runtime's only)."""
-    return [i for i in (image, trtllm_image) if i and runtime == "container"]
+    """The images whose tags name a TensorRT-LLM release the run uses (the container and pyxis runtimes' only)."""
+    return [i for i in (image, trtllm_image) if i and runtime in ("container", "pyxis")]
 
 
 def _podman_problem(docker: str) -> str | None:
@@ -218,7 +222,7 @@ def preflight(
     found: dict[str, Any] = {"free_bytes": free, "python": sys.executable, "trtllm_version": None}
     images = container_images(runtime, container_image, trtllm_image)
     problems += version_problems(trtllm_version_wanted, trtllm_version_declared, images)
-    if trtllm_version_wanted and runtime != "container":
+    if trtllm_version_wanted and runtime not in ("container", "pyxis"):
         version, why = trtllm_version(trtllm_python)
         found["trtllm_version"] = version
         if version is None:

@@ -134,6 +134,8 @@ def _declared_problems(hostvars: dict[str, Any], trtllm: dict[str, Any], servers
     image = hostvars.get("trtsweep_triton_container_image") or None
     trtllm_image = trtllm.get("container_image") or None
     problem = image_problem(runtime, servers, image, trtllm_image)
+    if runtime == "pyxis" and hostvars.get("trtsweep_slurm_gpus") is None:
+        problem = "runtime pyxis: not a node of the run's Slurm allocation (trtsweep_slurm: docs/slurm.md)"
     declared, wanted = hostvars.get("trtsweep_trtllm_version"), trtllm.get("version")
     return ([problem] if problem else []) + version_problems(
         str(wanted) if wanted else None, str(declared) if declared else None,

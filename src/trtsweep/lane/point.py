@@ -186,9 +186,9 @@ class PointStages:
         backend, precision = self.p["backend"], self.p["precision"]
         self.step = "runtime"
         runtime = self.s.get("trtsweep_triton_runtime")
-        if backend != "hf" and runtime is not None and runtime not in ("native", "container"):
-            raise StepFailed(f"backend {backend} needs trtsweep_triton_runtime native or container on {self.host} "
-                             "(the local runtime has no TensorRT-LLM backend)")  # fmt: skip
+        if backend != "hf" and runtime is not None and runtime not in ("native", "container", "pyxis"):
+            raise StepFailed(f"backend {backend} needs trtsweep_triton_runtime native, container or pyxis on "
+                             f"{self.host} (the local runtime has no TensorRT-LLM backend)")  # fmt: skip
         self.step = "precision"
         if not check_mode and not (Path(self.made.model_dir) / "config.json").exists():
             raise StepFailed(f"quantize_model_dir {self.made.model_dir} has no config.json: not an HF model directory")
@@ -585,9 +585,13 @@ class PointRun(PointStages):
             state = server.start(spec, self.state_file)
             with self._warm_perf() as perf:  # llm-perf's start while the server loads
                 if spec.container is not None:  # its name, image and the limits it got on this host (and why lowered)
-                    (self.paths.results / "container.json").write_text(_nice_json({
-                        "name": spec.container.name, "image": spec.container.image, "limits": spec.container.limits,
-                        "notes": state.notes}))  # fmt: skip
+                    c = spec.container  # (pyxis: the step's name and job; the limits are Slurm's, not ours)
+                    own = {"limits": c.limits} if state.step is None else {"slurm_job": state.step[0]}
+                    (self.paths.results / "container.json").write_text(
+                        _nice_json(
+                            {"runtime": spec.runtime, "name": c.name, "image": c.image, **own, "notes": state.notes}
+                        )
+                    )
                 server.wait_ready(state, float(self.s["triton_serve_ready_timeout"]))
                 self.made.server_id = state.server_id
                 self._check_gpus(state)

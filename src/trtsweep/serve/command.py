@@ -8,12 +8,13 @@ import re
 import sys
 from pathlib import Path
 
+from trtsweep.common import pyxis
 from trtsweep.common.container import ulimit_args
 from trtsweep.common.mounts import container_volumes, repository_paths
 from trtsweep.errors import TrtsweepError
 from trtsweep.serve import openai_server
 from trtsweep.serve.local_runtime import LocalRuntime
-from trtsweep.serve.spec import RUNTIMES, SERVER_ID_PREFIX, ContainerSpec, ServerSpec
+from trtsweep.serve.spec import IMAGE_RUNTIMES, RUNTIMES, SERVER_ID_PREFIX, ContainerSpec, ServerSpec
 
 # Left by an SSH session: with SSH_CLIENT (or SSH2_CLIENT) set and SHLVL < 2, bash reads ~/.bashrc even when
 # not interactive, and Triton's python backend starts every stub through bash: a conda/pyenv init there puts
@@ -96,11 +97,11 @@ def devices(visible: str | None) -> list[str] | None:
 
 def server_environment(spec: ServerSpec, base: dict[str, str] | None = None) -> dict[str, str]:
     """The server's environment: `base` (default os.environ) without what an SSH session leaves behind
-    (SSH_SESSION_VARS), and CUDA_VISIBLE_DEVICES when the spec names its GPUs (not for the container
-    runtime: docker's --gpus picks them there)."""
+    (SSH_SESSION_VARS), and CUDA_VISIBLE_DEVICES when the spec names its GPUs (not in an image: docker's --gpus
+    picks them there, and pyxis's step command its own `env`)."""
     env = {k: v for k, v in (os.environ if base is None else base).items() if k not in SSH_SESSION_VARS}
     ids = devices(spec.visible_devices)
-    if ids is not None and spec.runtime != "container":
+    if ids is not None and spec.runtime not in IMAGE_RUNTIMES:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
     return env
 
@@ -113,9 +114,9 @@ def build_command(spec: ServerSpec, server_id: str | None = None) -> tuple[list[
     _check_spec(spec)
     env = server_environment(spec)
     if spec.openai is not None:
-        python = "python3" if spec.runtime == "container" else sys.executable  # the image's own, in a container
+        python = "python3" if spec.runtime in IMAGE_RUNTIMES else sys.executable  # the image's own, in an image
         argv = openai_server.argv(spec.openai, spec.bind_address, spec.http_port, server_id, python)
-        if spec.runtime == "container":
+        if spec.runtime in IMAGE_RUNTIMES:
             o = spec.openai
             argv = _in_container(spec, argv, [o.model, o.options_file.parent, o.served_dir])
         return argv, env
@@ -125,7 +126,7 @@ def build_command(spec: ServerSpec, server_id: str | None = None) -> tuple[list[
         binary, env = str(runtime.binary), runtime.environment(env)
         extra = [f"--backend-directory={runtime.backend_directory(spec.cache_dir)}"]
     argv = launch_argv(spec, binary, server_id, extra)
-    if spec.runtime == "container":
+    if spec.runtime in IMAGE_RUNTIMES:
         argv = _in_container(spec, argv)
     return argv, env
 
@@ -136,6 +137,8 @@ def _in_container(spec: ServerSpec, inner: list[str], paths: list[Path] | None =
         raise TrtsweepError("the container runtime needs a container image (triton_serve_container_image)")
     # the repository, what its config.pbtxt files point at (tokenizer, engine) and what their links need
     served = paths if paths is not None else [spec.model_repository, *repository_paths(spec.model_repository)]
+    if spec.runtime == pyxis.KIND:
+        return pyxis.srun_argv(c.image, c.name, [*served, *c.mounts], spec.visible_devices, inner)
     volumes = container_volumes([*served, *c.mounts])
     return docker_run(c, spec.visible_devices, volumes, inner)
 

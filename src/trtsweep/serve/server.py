@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtsweep.common import container
+from trtsweep.common import container, pyxis
 from trtsweep.common.procs import Started, alive, die_with_parent, start_ticks
 from trtsweep.errors import TrtsweepError
 from trtsweep.serve import openai_server, supervisor
@@ -91,6 +91,7 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
         container=[spec.container.docker, spec.container.name]
         if spec.runtime == "container" and spec.container
         else None,
+        step=_step(spec),
         server_id=server_id,
         repository_hash=repo_hash,
         visible_devices=spec.visible_devices,
@@ -113,9 +114,22 @@ def fit_limits(c: ContainerSpec) -> list[str]:
     return list(fitted.notes)
 
 
+def _step(spec: ServerSpec) -> list[str] | None:
+    """[job id, step name] of a pyxis server's step (common/pyxis.py), None in any other runtime."""
+    if spec.runtime != pyxis.KIND or spec.container is None:
+        return None
+    return [pyxis.here()[0], spec.container.name]
+
+
 def process_root(state: ServerState) -> int:
     """Where the server's processes start: the container's init (its host pid) in the container runtime, whose
-    processes are not the `docker run` CLI's; else the process we started."""
+    processes are not the `docker run` CLI's; the step's task in the pyxis runtime (slurmstepd's child, not the srun
+    client's); else the process we started."""
+    if state.step:
+        pid = pyxis.step_root(*state.step)
+        if pid is None:
+            raise TrtsweepError(f"the server's Slurm step {state.step[1]} (job {state.step[0]}) runs no task here")
+        return pid
     if not state.container:
         return state.pid
     pid = container.init_pid(*state.container)
@@ -134,6 +148,8 @@ def supervised(
         command += ["--lease", str(spec.lease_file), "--ttl", str(spec.lease_ttl_s)]
     if spec.runtime == "container" and spec.container:
         command += ["--container", spec.container.docker, spec.container.name]
+    if (step := _step(spec)) is not None:
+        command += ["--step", *step]
     for stale in (supervisor.server_file(state_file), supervisor.exit_file(state_file)):
         stale.unlink(missing_ok=True)
     own_env = {**server_environment(spec, None), supervisor.ENV_VAR: json.dumps(env)}
@@ -293,7 +309,9 @@ def stop(state: ServerState, grace_s: float = 15.0, wait_ports: bool = True) -> 
         _end_group(state, grace_s)
     if state.container:
         container.remove(*state.container)
-    if wait_ports and (running or state.container):
+    if state.step:
+        pyxis.cancel(*state.step)
+    if wait_ports and (running or state.container or state.step):
         _wait_ports_free(state)
     return running
 

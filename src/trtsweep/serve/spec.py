@@ -13,13 +13,15 @@ from trtsweep.common.fileio import atomic_write_text
 from trtsweep.errors import TrtsweepError
 from trtsweep.serve.openai_server import OpenAIServe
 
-RUNTIMES = ("local", "native", "container")
+RUNTIMES = ("local", "native", "container", "pyxis")
+IMAGE_RUNTIMES = ("container", "pyxis")  # a server in its image: the docker CLI, or a Slurm step through pyxis
 SERVER_ID_PREFIX = "trtsweep-"
 
 
 @dataclass
 class ContainerSpec:
-    """The `container` runtime: the NGC TRT-LLM Triton image run with the docker CLI (host network)."""
+    """A server in its image: the NGC TRT-LLM Triton image run with the docker CLI (host network), or as a Slurm step
+    through pyxis (`pyxis`: `name` is the step's; `docker`, `gpus` and `limits` are docker's alone)."""
 
     image: str
     name: str
@@ -92,6 +94,7 @@ class ServerState:
     health_url: str
     log_file: str
     container: list[str] | None = None  # [docker, name] for the container runtime
+    step: list[str] | None = None  # [job id, step name] for the pyxis runtime (common/pyxis.py)
     server_id: str = ""  # the per-start --id; "" in state files written before ids existed
     repository_hash: str = ""  # repository_hash() of the model repository when it was started
     visible_devices: str | None = None
@@ -150,9 +153,9 @@ def from_params(p: dict[str, Any]) -> ServerSpec:
         spec.cache_dir = Path(p["cache_dir"])
     spec.world_size, spec.mpirun = int(p["world_size"]), p["mpirun"]
     spec.leader_models = list(p.get("leader_models") or ["tensorrt_llm"])
-    if p["runtime"] == "container":
+    if p["runtime"] in IMAGE_RUNTIMES:
         if not p.get("container_image"):
-            raise TrtsweepError("runtime=container needs container_image")
+            raise TrtsweepError(f"runtime={p['runtime']} needs container_image")
         spec.container = ContainerSpec(
             image=p["container_image"],
             name=p.get("container_name") or f"trtsweep-{p['http_port']}",

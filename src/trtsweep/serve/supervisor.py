@@ -1,6 +1,7 @@
 """The parent of every server trtsweep starts: it lives only as long as the run that started it.
 
-    python -m trtsweep.serve.supervisor --state S [--lease L --ttl T] [--container DOCKER NAME] -- argv...
+    python -m trtsweep.serve.supervisor --state S [--lease L --ttl T] [--container DOCKER NAME | --step JOB NAME] \
+        -- argv...
 
 Starts `argv` in a session of its own (its process group holds the python-backend stubs too), bound to die
 with the supervisor (PR_SET_PDEATHSIG: a supervisor killed by the OOM killer or `kill -9` takes its server with
@@ -8,7 +9,8 @@ it), writes `<S>.server` = {pid, start_ticks, supervisor: {pid, start_ticks}} on
 twice a second:
 - the server exits by itself: `<S>.exit` records its exit status or signal (`reason: exited`), what is left
   of its process group (stubs) is killed, a named container removed (a killed `docker run` CLI leaves its container
-  running), and the supervisor ends; the run reads the record to say why a point's server died mid-benchmark;
+  running) or a pyxis server's Slurm step cancelled (`--step`: a killed srun client may leave its step), and the
+  supervisor ends; the run reads the record to say why a point's server died mid-benchmark;
 - the lease file `L` lapsed (common/lease.py): its counter did not advance for `T` seconds of this host's
   monotonic clock (the run's heartbeat stopped renewing it: a cut SSH link, a crashed controller), or it was
   there and is gone (the heartbeat's `end`: the run ended or was interrupted; at once); a lease not written yet
@@ -30,12 +32,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from trtsweep.common.container import remove
 from trtsweep.common.fileio import atomic_write_text
 from trtsweep.common.lease import LeaseWatch
 from trtsweep.common.procs import die_with_parent, start_ticks
+from trtsweep.common.pyxis import cancel
 
 ENV_VAR = "TRTSWEEP_SUPERVISED_ENV"
 POLL_S = 0.5
@@ -61,15 +65,14 @@ def describe_exit(record: dict[str, object]) -> str:
     return how if reason == "exited" else f"{how}: stopped by its supervisor ({reason})"
 
 
-def _stop(proc: subprocess.Popen[bytes], grace_s: float, container: list[str] | None) -> None:
+def _stop(proc: subprocess.Popen[bytes], grace_s: float, leftover: Callable[[], None]) -> None:
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=wait)
             break
-    if container:
-        remove(*container)
+    leftover()
 
 
 def _record(state_file: Path, proc: subprocess.Popen[bytes], reason: str) -> None:
@@ -80,7 +83,9 @@ def _record(state_file: Path, proc: subprocess.Popen[bytes], reason: str) -> Non
 
 
 def supervise(argv: list[str], state_file: Path, lease: Path | None, ttl_s: float, grace_s: float,
-              container: list[str] | None) -> int:  # fmt: skip
+              leftover: Callable[[], None] = lambda: None) -> int:  # fmt: skip
+    """Run and watch `argv` (see the module docstring); `leftover` removes what the server leaves outside its process
+    group (its container, its Slurm step)."""
     env = json.loads(os.environ.pop(ENV_VAR, "null")) or dict(os.environ)
     watch = LeaseWatch(lease, ttl_s) if lease is not None else None  # a lease not written yet: the TTL from now
     stopping: list[str] = []
@@ -99,15 +104,14 @@ def supervise(argv: list[str], state_file: Path, lease: Path | None, ttl_s: floa
             stopping.append("lease expired")
         if stopping:
             print(f"trtsweep supervisor: stopping the server (pid {proc.pid}): {stopping[0]}", flush=True)
-            _stop(proc, grace_s, container)
+            _stop(proc, grace_s, leftover)
             _record(state_file, proc, stopping[0])
             return 0
         time.sleep(POLL_S)
     _record(state_file, proc, "exited")
     with contextlib.suppress(ProcessLookupError):  # what the dead server leaves (its stubs) goes with it
         os.killpg(proc.pid, signal.SIGKILL)
-    if container:  # a `docker run` CLI that died (killed, OOM) leaves its container running
-        remove(*container)
+    leftover()  # a `docker run` CLI that died (killed, OOM) leaves its container running, an srun its step
     return 0
 
 
@@ -118,12 +122,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ttl", type=float, default=30.0)
     parser.add_argument("--grace", type=float, default=STOP_GRACE_S)
     parser.add_argument("--container", nargs=2, metavar=("DOCKER", "NAME"))
+    parser.add_argument("--step", nargs=2, metavar=("JOB", "NAME"))
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("the server's command line goes after --")
-    return supervise(command, args.state, args.lease, args.ttl, args.grace, args.container)
+    container, step = args.container, args.step
+
+    def leftover() -> None:
+        if container:
+            remove(*container)
+        if step:
+            cancel(*step)
+
+    return supervise(command, args.state, args.lease, args.ttl, args.grace, leftover)
 
 
 if __name__ == "__main__":

@@ -169,8 +169,10 @@ class Trtllm(_Strict):
         None, description="TensorRT-LLM source tree holding examples/ (convert_checkpoint.py, quantize.py)"
     )
     python: PathText | None = Field(None, description="python of that install")
-    runtime: Literal["native", "container"] = Field(
-        "native", description="native | container (build steps; the Triton runtime comes from trtsweep_triton_runtime)"
+    runtime: Literal["native", "container", "pyxis"] = Field(
+        "native",
+        description="native | container | pyxis (build steps: pyxis on a Slurm allocation; the Triton runtime comes "
+        "from trtsweep_triton_runtime)",
     )
     container_image: PathText | None = Field(None, description="TRT-LLM (Triton) image for the container runtime")
     kv_cache_dtype: Literal[KV_CACHE_DTYPES] | None = Field(  # type: ignore[valid-type]

@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trtsweep.common import pyxis
 from trtsweep.common.container import fit_limits, remove, ulimit_args
 from trtsweep.common.mounts import container_volumes
 from trtsweep.common.procs import die_with_parent
 from trtsweep.errors import TrtsweepError
 
-KINDS = ("native", "container")
+KINDS = ("native", "container", pyxis.KIND)
 SECRET_ENV = ("HF_TOKEN",)
 MASK = "***"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -52,7 +53,9 @@ class Runtime:
     """Where the tools run. ``trtllm_dir``: the TensorRT-LLM checkout holding ``examples/`` as the tools see
     it (inside the container for ``container``). ``container``: a running container to ``docker exec``
     into (its paths must match the host's); else ``image`` is run with ``docker run --rm``, the paths it
-    needs mounted at the same place. ``env``: environment variable names passed into the container."""
+    needs mounted at the same place. ``env``: environment variable names passed into the container. ``pyxis``: the
+    image run as a step of the lane's Slurm job through pyxis (common/pyxis.py), on the lane's GPUs, its whole
+    environment exported."""
 
     kind: str = "native"
     python: str = "python3"
@@ -90,6 +93,9 @@ class Runtime:
             raise TrtsweepError(f"runtime {self.kind!r}: expected one of {KINDS}")
         if self.kind == "native":
             return list(inner)
+        if self.kind == pyxis.KIND:
+            paths = [p for p in [*paths, *self.mounts] if p]
+            return pyxis.srun_argv(self.image or "", name, paths, os.environ.get("SLURM_STEP_GPUS"), list(inner))
         env = [arg for var in self.env for arg in ("-e", var)]
         if self.container:
             return [self.docker, "exec", *env, self.container, *inner]
@@ -160,9 +166,12 @@ def _wait(proc: subprocess.Popen[bytes], timeout_s: float | None, noted: list[in
 
 
 def _remove_container(runtime: Runtime, name: str | None) -> None:
-    """`docker rm -f` the step's ``docker run`` container (a ``docker exec`` runs in a container not ours)."""
+    """`docker rm -f` the step's ``docker run`` container (a ``docker exec`` runs in a container not ours); the
+    pyxis step of that name cancelled."""
     if runtime.kind == "container" and not runtime.container and name:
         remove(runtime.docker, name)
+    if runtime.kind == pyxis.KIND and name:
+        pyxis.cancel(pyxis.here()[0], name)
 
 
 def run(
