@@ -204,9 +204,9 @@ def write_bundle(
                                                         str(options), draft_dir is not None)  # fmt: skip
         written.update(made)
     else:
-        # the limits its container got on the benchmark host (None: it ran natively)
+        # the limits its container got on the benchmark host (None: it ran natively, or through pyxis: Slurm's limits)
         ran = fileio.read_json(point_dir / "container.json")
-        if ran:
+        if ran and "limits" in ran:
             manifest["container_limits"] = {"limits": ran.get("limits"), "notes": ran.get("notes") or []}
         written.update(launch_scripts(s, image, name, ran.get("limits") if ran else None))
         written[f"systemd/{name}.service"] = unit(point, s, name)
