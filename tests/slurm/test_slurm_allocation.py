@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import ROOT
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet import slurm
-from trtsweep.lane.step import step_argv
+from trtsweep.lane.step import accounted, step_argv
 
 pytestmark = [pytest.mark.slurm]
 PROBE = "import json; from trtsweep.lane.step import step_gpus; print(json.dumps(step_gpus()))"
@@ -41,6 +41,13 @@ def test_an_allocation_made_and_released(slurm_env):
     finally:
         slurm.release(made.job_id)
     assert wait_for(lambda: slurm.job_state(made.job_id) in ("CANCELLED", "GONE"), 30)
+    # accounting's record, what job_state answers once slurmctld no longer holds the job: named as the run named it
+    assert accounted(made.job_id, settle_s=10)[0].startswith("CANCELLED")
+
+    def named() -> list[str]:  # (the record says "allocation", salloc's default, for a few seconds)
+        return slurm_env.run("sacct", "-n", "-P", "-X", "-j", made.job_id, "--format=JobName").stdout.split()
+
+    assert wait_for(lambda: named() == ["trtsweep-test-made"], 30), named()
 
 
 def test_each_lanes_step_gets_gpus_of_its_own_within_an_existing_allocation(slurm_env):

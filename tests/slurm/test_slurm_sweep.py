@@ -78,6 +78,16 @@ def test_a_sweep_on_its_own_allocation_runs_each_lane_as_a_step_on_the_gpus_slur
              f"{', '.join(r['slurm']['node'] for r in records)}): 3 point(s) in ")  # fmt: skip
     assert named in (results / "report.md").read_text() and named in (results / "report.html").read_text()
     assert slurm_cluster.jobs() == []  # the run's allocation released at its end
+    # accounting names what the run did (within seconds): its allocation, released, and each lane's step, completed
+    wanted = {f"{job}|trtsweep-slurm|CANCELLED by 0",
+              *(f"{job}.{r['slurm']['step_id']}|trtsweep-slurm-{r['lane']}|COMPLETED" for r in records)}  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not wanted <= set(
+        booked := slurm_cluster.run("sacct", "-n", "-P", "-j", job, "--format=JobID,JobName,State").stdout.splitlines()
+    ):
+        assert time.monotonic() < deadline, (wanted, booked)
+        time.sleep(0.5)
+    assert len({r["lane"] for r in records}) == 3
     # the handoff's sbatch script: its directives are ones this cluster takes (sbatch --test-only), for the point's GPU
     bundle = tmp_path / "bundle"
     made = subprocess.run([sys.executable, "-m", "trtsweep.cli", "handoff", str(results), "--out", str(bundle),
@@ -153,17 +163,19 @@ def steps(cluster) -> list[str]:
 
 
 @pytest.mark.fault(
-    "scancel of one lane's step mid-benchmark (Slurm ends the step)",
-    "its point is lost with Slurm's word as the cause, the other lanes' points ok; the rerun runs it",
+    "scancel of one lane's step and scancel --signal=KILL of another's mid-benchmark",
+    "their points lost with Slurm's word as the cause (slurmstepd's line; srun's and accounting's), the third lane's "
+    "point ok; the rerun runs them",
 )
-def test_a_cancelled_step_loses_its_point_with_slurms_word_and_the_rerun_runs_it(tmp_path, slurm_cluster):
+def test_cancelled_steps_lose_their_points_with_slurms_word_and_the_rerun_runs_them(tmp_path, slurm_cluster):
     argv, env = slurm_run(tmp_path, slurm_cluster, OWN, token_ms=40, num_requests=40)  # benchmarks of ~30 s
     run = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            start_new_session=True)  # fmt: skip
     try:
         all_serving(run, tmp_path, slurm_cluster)
-        victim = steps(slurm_cluster)[0]
-        slurm_cluster.run("scancel", victim)
+        cancelled, killed = steps(slurm_cluster)[:2]
+        slurm_cluster.run("scancel", cancelled)
+        slurm_cluster.run("scancel", "--signal=KILL", killed)  # no slurmstepd line: srun's, and sacct's record
         out, _ = run.communicate(timeout=300)
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -171,14 +183,16 @@ def test_a_cancelled_step_loses_its_point_with_slurms_word_and_the_rerun_runs_it
     assert run.returncode != 0, out[-3000:]
     records = {r["point"]: r for r in (json.loads(p.read_text()) for p in (tmp_path / "results" / "slurm").glob(
         "*/status.json"))}  # fmt: skip
-    lost = [r for r in records.values() if r["status"] != "ok"]
-    assert len(lost) == 1 and lost[0]["status"] == "lost", [(r["point"], r["status"], r["cause"]) for r in lost]
-    job, step = victim.split(".")
-    assert lost[0]["cause"].startswith(f"Slurm: STEP {job}.{step} ON {lost[0]['host']} CANCELLED AT "), lost[0]
+    lost = {f"{r['slurm']['job_id']}.{r['slurm']['step_id']}": r for r in records.values() if r["status"] != "ok"}
+    assert sorted(lost) == sorted([cancelled, killed]) and {r["status"] for r in lost.values()} == {"lost"}, lost
+    assert lost[cancelled]["cause"].startswith(f"Slurm: STEP {cancelled} ON {lost[cancelled]['host']} CANCELLED AT ")
+    assert lost[killed]["cause"].startswith(f"Slurm: {lost[killed]['host']}: task 0: Killed; sacct: step {killed} "
+                                            "CANCELLED, exit code 0:9 "), lost[killed]  # fmt: skip
     rerun = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stdout[-4000:]
-    again = json.loads((tmp_path / "results" / "slurm" / lost[0]["point"] / "status.json").read_text())
-    assert again["status"] == "ok" and again["run_id"] != lost[0]["run_id"]
+    for record in lost.values():
+        again = json.loads((tmp_path / "results" / "slurm" / record["point"] / "status.json").read_text())
+        assert again["status"] == "ok" and again["run_id"] != record["run_id"]
     assert slurm_cluster.jobs() == []
 
 

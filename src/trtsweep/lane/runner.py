@@ -146,7 +146,8 @@ def _lost_lanes(spec: HostSpec, children: list[subprocess.Popen[bytes]], told: s
                 PointRun(spec, running, spec.journal(lane["name"]), lane.get("host") or socket.gethostname()
                          ).stop_servers()  # fmt: skip
         if job:
-            why = lost_cause(step_log(spec, lane["name"]).read_text(errors="replace"), str(job), status)
+            step = next((e["slurm"].get("step_id") for e in reversed(events) if e.get("slurm")), None)
+            why = lost_cause(step_log(spec, lane["name"]).read_text(errors="replace"), str(job), status, step)
         else:
             how = f"was killed ({signal.Signals(-status).name})" if status < 0 else f"exited with status {status}"
             last = next((line for line in reversed(journal.log_tail(spec.journal_dir)) if line.strip()), None)

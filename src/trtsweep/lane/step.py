@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -88,27 +89,54 @@ def step_record(point: dict) -> dict:
 
 
 def job_state(job_id: str) -> str:
-    """The job's state as Slurm says it (RUNNING, TIMEOUT, ...); GONE where Slurm no longer knows it."""
+    """The job's state as Slurm says it (RUNNING, TIMEOUT, ...): slurmctld's, else (a job it no longer holds, minutes
+    after its end) accounting's; GONE where neither knows it."""
     try:
         done = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True,
                               check=False, timeout=60)  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return "UNKNOWN"
     found = re.search(r"\bJobState=(\S+)", done.stdout)
-    return found.group(1) if found else "GONE"
+    if found:
+        return found.group(1)
+    booked = accounted(job_id)
+    return booked[0].split()[0] if booked else "GONE"  # ("CANCELLED by 1000")
 
 
-def lost_cause(step_output: str, job_id: str, status: int) -> str:
-    """Why a lane's step ended before its lane did, in one line: Slurm's own word where the step's output has it
-    (slurmstepd's "*** STEP ... CANCELLED ... ***": cancelled, time limit, preemption; srun's "Node failure on n2",
-    after which srun exits 0), with the job's state when it no longer runs, else the step's exit status."""
+def accounted(ident: str, settle_s: float = 0.0) -> tuple[str, str] | None:
+    """(State, ExitCode) as Slurm's accounting records the job or step `ident` ("12", "12.3"): ("CANCELLED", "0:9");
+    None where accounting does not run (sacct: "Slurm accounting storage is disabled") or has no record of it. A
+    record still running is asked again for up to `settle_s` (slurmctld sends a step's end within seconds)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            out = subprocess.run(["sacct", "-n", "-P", "-j", ident, "--format=JobID,State,ExitCode"],
+                                 capture_output=True, text=True, check=False, timeout=30).stdout  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        found = next((tuple(f[1:]) for f in (line.split("|") for line in out.splitlines())
+                      if len(f) == 3 and f[0] == ident), None)  # fmt: skip
+        if found is None or found[0] not in ("RUNNING", "PENDING", "COMPLETING") or time.monotonic() > deadline:
+            return found  # type: ignore[return-value]
+        time.sleep(0.5)
+
+
+def lost_cause(step_output: str, job_id: str, status: int, step_id: str | None = None) -> str:
+    """Why a lane's step (`step_id` where known) ended before its lane did, in one line: Slurm's own word where the
+    step's output has it (slurmstepd's "*** STEP ... CANCELLED ... ***": cancelled, time limit, preemption; srun's
+    "Node failure on n2", after which srun exits 0), with the job's state when it no longer runs and the step's as
+    accounting recorded it (where it runs), else the step's exit status."""
     said = SLURM_END.findall(step_output)
     if said:
         return f"Slurm: {said[-1]}"
     state = job_state(job_id)
+    booked = accounted(f"{job_id}.{step_id}", settle_s=5.0) if step_id is not None else None
+    books = f"; sacct: step {job_id}.{step_id} {booked[0]}, exit code {booked[1]}" if booked else ""
     errors = [line.split("srun: error: ", 1)[1] for line in step_output.splitlines() if "srun: error: " in line]
     if errors:
-        return f"Slurm: {errors[-1]}" + (f" (job {job_id} {state})" if state != "RUNNING" else "")
+        return f"Slurm: {errors[-1]}" + (f" (job {job_id} {state})" if state != "RUNNING" else "") + books
     if state != "RUNNING":
-        return f"Slurm: job {job_id} is {state}"
+        return f"Slurm: job {job_id} is {state}{books}"
+    if booked:
+        return f"Slurm: step {job_id}.{step_id} {booked[0]}, exit code {booked[1]}"
     return f"its Slurm step (job {job_id}) ended with status {status} before its lane did"
