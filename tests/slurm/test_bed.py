@@ -114,7 +114,7 @@ def test_a_bed_whose_owner_was_killed_is_stopped_by_the_next_start() -> None:
         root, *pids = owner.stdout.readline().split()
         owner.send_signal(signal.SIGKILL)
         owner.wait()
-        assert len(pids) == 3 and all(alive(int(pid)) for pid in pids)  # munged, slurmctld, slurmd-n1
+        assert len(pids) == 5 and all(alive(int(pid)) for pid in pids)  # munged, mariadbd, slurmdbd, slurmctld, slurmd
         assert stale_beds(beds) == [Path(root)]
         bed = start(nodes=1, gpus_per_node=1, cpus_per_node=1, beds=beds)
         try:

@@ -106,17 +106,21 @@ def job_state(job_id: str) -> str:
 def accounted(ident: str, settle_s: float = 0.0) -> tuple[str, str] | None:
     """(State, ExitCode) as Slurm's accounting records the job or step `ident` ("12", "12.3"): ("CANCELLED", "0:9");
     None where accounting does not run (sacct: "Slurm accounting storage is disabled") or has no record of it. A
-    record still running is asked again for up to `settle_s` (slurmctld sends a step's end within seconds)."""
+    record not there yet or still running is asked again for up to `settle_s` (slurmctld sends what happened to
+    slurmdbd within seconds)."""
     deadline = time.monotonic() + settle_s
     while True:
         try:
-            out = subprocess.run(["sacct", "-n", "-P", "-j", ident, "--format=JobID,State,ExitCode"],
-                                 capture_output=True, text=True, check=False, timeout=30).stdout  # fmt: skip
+            done = subprocess.run(["sacct", "-n", "-P", "-j", ident, "--format=JobID,State,ExitCode"],
+                                  capture_output=True, text=True, check=False, timeout=30)  # fmt: skip
         except (OSError, subprocess.TimeoutExpired):
             return None
-        found = next((tuple(f[1:]) for f in (line.split("|") for line in out.splitlines())
+        if done.returncode != 0:
+            return None
+        found = next((tuple(f[1:]) for f in (line.split("|") for line in done.stdout.splitlines())
                       if len(f) == 3 and f[0] == ident), None)  # fmt: skip
-        if found is None or found[0] not in ("RUNNING", "PENDING", "COMPLETING") or time.monotonic() > deadline:
+        settled = found is not None and found[0] not in ("RUNNING", "PENDING", "COMPLETING")
+        if settled or time.monotonic() > deadline:
             return found  # type: ignore[return-value]
         time.sleep(0.5)
 
