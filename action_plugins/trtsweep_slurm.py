@@ -46,4 +46,4 @@ class ActionModule(ActionBase):
             subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True, close_fds=True)  # fmt: skip
         return {**result, "changed": found.made, "job_id": found.job_id, "made": found.made, "state": found.state,
-                "nodes": [{"name": n.name, "gpus": list(n.gpus)} for n in found.nodes]}  # fmt: skip
+                "nodes": [{"name": n.name, "gpus": list(n.gpus), "cpus": n.cpus} for n in found.nodes]}  # fmt: skip

@@ -40,7 +40,8 @@ def test_a_tools_step_runs_beside_its_lanes_step_on_its_gpus_and_is_cancelled_by
         for _ in range(2):
             lanes.append(subprocess.Popen(["srun", f"--jobid={job}", "--exact", f"--nodelist={node}", "-N1", "-n1",
                                            "--gres=gpu:2", "sleep", "120"], env=env))  # fmt: skip
-        lane = {"SLURM_JOB_ID": job, "SLURMD_NODENAME": node, "SLURM_STEP_ID": "1"}  # as inside the second lane
+        lane = {"SLURM_JOB_ID": job, "SLURMD_NODENAME": node, "SLURM_STEP_ID": "1",
+                "SLURM_CPUS_PER_TASK": "2"}  # as inside the second lane, given two CPUs  # fmt: skip
         name = "trtsweep-point-a/b 1"  # made a name Slurm keeps
         monkeypatch.chdir(tmp_path)  # the step works where its builder does
         argv = pyxis.srun_argv(IMAGE, name, [tmp_path], "2,3", ["sleep", "120"], environ=lane)
@@ -53,6 +54,7 @@ def test_a_tools_step_runs_beside_its_lanes_step_on_its_gpus_and_is_cancelled_by
         seen = environ_of(root)
         assert seen["CUDA_VISIBLE_DEVICES"] == "2,3"  # the lane's, though Slurm gave the step every GPU of the job
         assert seen["SLURM_STEP_GPUS"] == "0,1,2,3" and seen["SLURM_JOB_NAME"] == "trtsweep-point-a-b-1"
+        assert seen["SLURM_CPUS_PER_TASK"] == "2"  # the lane's share, overlapping it
         assert Path(os.readlink(f"/proc/{root}/cwd")) == tmp_path  # --container-workdir
         (step,) = pyxis.steps_named(job, name)
         recorded = [line.split("\t") for line in (slurm_cluster.root / "pyxis.log").read_text().splitlines()]

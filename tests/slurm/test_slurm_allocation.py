@@ -38,6 +38,7 @@ def test_an_allocation_made_and_released(slurm_env):
         assert all(len(node.gpus) == 2 and set(node.gpus) <= set(range(slurm_env.gpus_per_node))
                    for node in made.nodes)  # fmt: skip
         assert slurm.describe(made.job_id).nodes == made.nodes
+        assert {node.cpus for node in made.nodes} == {2}  # a task (one CPU) per GPU on each node
     finally:
         slurm.release(made.job_id)
     assert wait_for(lambda: slurm.job_state(made.job_id) in ("CANCELLED", "GONE"), 30)

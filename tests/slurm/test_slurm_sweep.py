@@ -69,6 +69,7 @@ def test_a_sweep_on_its_own_allocation_runs_each_lane_as_a_step_on_the_gpus_slur
     assert len({(r["slurm"]["node"], r["slurm"]["step_id"]) for r in records}) == 3
     for record in records:
         assert len(record["gpus"]) == 1 and record["gpus"][0] in range(GPUS_PER_NODE), record  # the job's (IDX 0-1)
+        assert record["slurm"]["cpus"] == "2", record  # the node's lane takes the job's 2 CPUs there (one per GPU)
     with (results / "results.csv").open() as handle:  # results.csv names each point's step
         rows = {row["point"]: row["slurm_step"] for row in csv.DictReader(handle)}
     assert rows == {r["point"]: f"{r['slurm']['job_id']}.{r['slurm']['step_id']}" for r in records}

@@ -17,9 +17,10 @@ LANE = {"name": "n1-0", "host": "n1", "gpus": [4, 5], "ports": {},
         "points": [{"id": "a", "gpus": [4], "visible_devices": "4"}, {"id": "b", "gpus": [4, 5]}]}  # fmt: skip
 
 
-def spec(job: str | None) -> HostSpec:
+def spec(job: str | None, cpus: int | None = None, lanes: int = 1) -> HostSpec:
     return HostSpec(run_id="r", sweep="s", journal_dir=Path("/j"), lease_file=Path("/l"),
-                    settings={"trtsweep_slurm_job": job}, inputs={}, lanes=[LANE])  # fmt: skip
+                    settings={"trtsweep_slurm_job": job, "trtsweep_slurm_cpus": cpus}, inputs={},
+                    lanes=[LANE] * lanes)  # fmt: skip
 
 
 def test_a_lane_on_slurm_is_a_step_of_the_job_on_its_node_with_its_gpu_count():
@@ -30,6 +31,13 @@ def test_a_lane_on_slurm_is_a_step_of_the_job_on_its_node_with_its_gpu_count():
     assert argv[9:] == lane
     assert lane_argv(spec(None), Path("/j/spec.json"), LANE) == lane  # off Slurm: the lane itself
     assert not any(arg.startswith("--gres") for arg in step_argv("77", "n1", 0, "x", ["true"]))  # a CPU lane
+
+
+def test_a_lanes_step_takes_its_share_of_the_cpus_the_job_holds_on_the_node():
+    argv = lane_argv(spec("77", cpus=32, lanes=4), Path("/j/spec.json"), LANE)
+    assert argv[8:10] == ["--cpus-per-task=8", "--gres=gpu:2"]
+    assert "--cpus-per-task" not in " ".join(lane_argv(spec("77", cpus=3, lanes=4), Path("/s"), LANE))  # one each
+    assert "--cpus-per-task" not in " ".join(lane_argv(spec("77"), Path("/s"), LANE))  # not known: Slurm's default
 
 
 def test_a_lanes_points_move_onto_the_gpus_its_step_was_bound():

@@ -66,8 +66,10 @@ def srun_argv(image: str, name: str, paths: Iterable[str | Path], visible_device
         raise TrtsweepError("runtime pyxis needs a container image (trtsweep_triton_container_image)")
     job, node = here(environ)
     devices = ["env", f"CUDA_VISIBLE_DEVICES={visible_devices}"] if visible_devices is not None else []
+    cpus = (os.environ if environ is None else environ).get("SLURM_CPUS_PER_TASK")  # the lane's share, overlapped
     return [
         "srun", f"--jobid={job}", "--overlap", f"--nodelist={node}", "--nodes=1", "--ntasks=1",
+        *([f"--cpus-per-task={cpus}"] if cpus else []),
         f"--job-name={step_name(name)}", "--export=ALL", f"--container-image={image}", mounts_flag(paths),
         f"--container-workdir={os.getcwd()}", "--no-container-entrypoint", *devices, *inner,
     ]  # fmt: skip

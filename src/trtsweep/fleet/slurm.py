@@ -6,9 +6,10 @@ is started inside `salloc` / `sbatch`). Its nodes are the hosts (`scontrol show 
 job's GRES indices there (`scontrol show job -d`): placement works within them. A lane runs as a step of the job
 (trtsweep.lane.step: `srun --jobid=J --exact -w NODE -N1 -n1 --gres=gpu:K`): Slurm binds its GPUs, accounting sees
 it, and `scancel J.S` stops it. An allocation the run makes holds a task per GPU on each node
-(`--ntasks-per-node`), so that as many one-CPU lane steps as it has GPUs run side by side. Results never come from
-Slurm: the lanes' journals and archives carry them; Slurm is asked only whether the job still runs and how it ended
-(`job_state`).
+(`--ntasks-per-node`), so that as many lane steps as it has GPUs run side by side; each lane's step takes an equal
+share of the CPUs the job holds on its node (`--cpus-per-task`; the whole node's with `--exclusive` in extra_args).
+Results never come from Slurm: the lanes' journals and archives carry them; Slurm is asked only whether the job still
+runs and how it ended (`job_state`).
 
 Every command is an argument list; the controller and the nodes need the Slurm client (`srun`, `scontrol`, ...).
 
@@ -35,7 +36,7 @@ from trtsweep.lane.step import job_state
 
 GRANTED = re.compile(r"Granted job allocation (\d+)")
 # `scontrol show job -d -o`: one "Nodes=<hostlist> CPU_IDs=... Mem=... GRES=<gres>" group per node layout
-NODE_LAYOUT = re.compile(r"\bNodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)")
+NODE_LAYOUT = re.compile(r"\bNodes=(\S+) CPU_IDs=(\S+) Mem=\S+ GRES=(\S*)")
 GPU_INDICES = re.compile(r"gpu(?::[^:(,]+)?:\d+\(IDX:([0-9,\-]+)\)")
 TIMEOUT_S = 60.0  # a Slurm client command
 ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
@@ -44,10 +45,11 @@ ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"
 
 @dataclass(frozen=True)
 class Node:
-    """A node of the allocation and the job's GPUs on it (GRES indices)."""
+    """A node of the allocation, the job's GPUs on it (GRES indices) and how many of its CPUs the job holds there."""
 
     name: str
     gpus: tuple[int, ...]
+    cpus: int = 0
 
 
 @dataclass(frozen=True)
@@ -157,9 +159,9 @@ def describe(job_id: str) -> Allocation:
     out = _slurm(["scontrol", "show", "job", "-d", "-o", job_id], f"job {job_id}").stdout
     state = re.search(r"\bJobState=(\S+)", out)
     nodes: list[Node] = []
-    for hostlist, gres in NODE_LAYOUT.findall(out):
+    for hostlist, cpu_ids, gres in NODE_LAYOUT.findall(out):
         gpus = tuple(index for match in GPU_INDICES.findall(gres) for index in _indices(match))
-        nodes += [Node(name, gpus) for name in hostnames(hostlist)]
+        nodes += [Node(name, gpus, len(_indices(cpu_ids))) for name in hostnames(hostlist)]
     if state is None:
         raise TrtsweepError(f"job {job_id}: scontrol gave no JobState: {out.strip()[:200]}")
     return Allocation(job_id, state.group(1), tuple(nodes))

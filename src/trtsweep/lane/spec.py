@@ -21,7 +21,7 @@ from trtsweep.errors import TrtsweepError
 TRTSWEEP_SETTINGS = (
     "trtsweep_work_dir", "trtsweep_cache_dir", "trtsweep_hf_cache_dir", "trtsweep_hf_offline",
     "trtsweep_triton_runtime", "trtsweep_triton_bind_address", "trtsweep_triton_container_image",
-    "trtsweep_server_lease_ttl", "trtsweep_gpus", "trtsweep_slurm_job",
+    "trtsweep_server_lease_ttl", "trtsweep_gpus", "trtsweep_slurm_job", "trtsweep_slurm_cpus",
 )  # fmt: skip
 ROLES = ("hf_download", "quantize", "trtllm_build", "triton_repo", "triton_serve", "llm_perf")
 

@@ -25,11 +25,14 @@ from trtsweep.lane.spec import HostSpec
 SLURM_END = re.compile(r"\*\*\* ((?:STEP|JOB) \S+ ON \S+ CANCELLED AT \S+[^*]*?) \*\*\*")
 
 
-def step_argv(job_id: str, node: str, gpus: int, name: str, argv: Sequence[str]) -> list[str]:
-    """`srun` of `argv` as one step of the job on `node` with `gpus` of the job's GPUs there (`--exact`: only what
-    it asks for, so the node's other lanes run beside it), named `name`."""
+def step_argv(job_id: str, node: str, gpus: int, name: str, argv: Sequence[str], cpus: int = 0) -> list[str]:
+    """`srun` of `argv` as one step of the job on `node` with `gpus` of the job's GPUs there and `cpus` of its CPUs
+    (0: Slurm's default, one; `--exact`: only what it asks for, so the node's other lanes run beside it), named
+    `name`."""
     out = ["srun", f"--jobid={job_id}", "--exact", f"--nodelist={node}", "--nodes=1", "--ntasks=1",
            f"--job-name={name}", "--export=ALL"]  # fmt: skip
+    if cpus > 1:
+        out.append(f"--cpus-per-task={cpus}")
     if gpus:
         out.append(f"--gres=gpu:{gpus}")
     return [*out, *argv]
@@ -47,13 +50,16 @@ def step_gpus(environ: Mapping[str, str] | None = None) -> list[int] | None:
 
 def lane_argv(spec: HostSpec, spec_file: Path, lane: dict) -> list[str]:
     """The lane's command: on Slurm (the host spec names the job), a step of the job on this node with the lane's
-    GPU count (`srun --exact`: Slurm binds which), else the lane itself."""
+    GPU count (`srun --exact`: Slurm binds which) and an equal share of the CPUs the job holds on the node (the server
+    and its benchmark run in the step: one CPU would hold both on a site that binds tasks to cores), else the lane
+    itself."""
     argv = [sys.executable, "-m", "trtsweep.lane", str(spec_file), "--lane", lane["name"]]
     job = spec.settings.get("trtsweep_slurm_job")
     if not job:
         return argv
     name = f"trtsweep-{spec.sweep}-{lane['name']}"
-    return step_argv(str(job), lane["host"], len(lane.get("gpus") or []), name, argv)
+    cpus = int(spec.settings.get("trtsweep_slurm_cpus") or 0) // max(1, len(spec.lanes))
+    return step_argv(str(job), lane["host"], len(lane.get("gpus") or []), name, argv, cpus)
 
 
 def on_step_gpus(lane: dict, bound: list[int] | None) -> dict:
@@ -84,7 +90,8 @@ def step_record(point: dict) -> dict:
         return {}
     # (not SLURM_JOB_NAME: in a step it is the step's own name, srun --job-name, not the allocation's)
     names = {"job_id": "SLURM_JOB_ID", "step_id": "SLURM_STEP_ID", "node": "SLURMD_NODENAME",
-             "partition": "SLURM_JOB_PARTITION", "account": "SLURM_JOB_ACCOUNT"}  # fmt: skip
+             "partition": "SLURM_JOB_PARTITION", "account": "SLURM_JOB_ACCOUNT",
+             "cpus": "SLURM_CPUS_PER_TASK"}  # fmt: skip
     return {"gpus": list(point.get("gpus") or []), "slurm": {key: env.get(var) for key, var in names.items()}}
 
 
