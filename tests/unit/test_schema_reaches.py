@@ -38,6 +38,7 @@ CONTEXT: dict[str, Any] = {
     "trtsweep_server_lease_ttl": 20,
     "trtsweep_gpus": None,
     "trtsweep_slurm_job": None,
+    "trtsweep_slurm_cpus": None,
 }
 # what the earlier stages made (download, quantize, build, serve), as the later stages read it
 MADE: dict[str, Any] = {
