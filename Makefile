@@ -36,11 +36,12 @@ SERVER_TESTS := tests/integration tests/fleet tests/container tests/slurm
 # Step 2 is two sessions side by side: the real-server tests in TEST_WORKERS workers, and beside them, one after
 # another in a session of their own, the tests that wait more than they compute (marked `waits`: stand-in servers,
 # the Slurm bed; tests/scheduling.py WAITS), which cost the workers little. Its output follows the workers'; the step
-# fails if either session failed.
+# fails if either session failed. Its ports (TEST_PORT_SLOT=3: 29000-31999, tests/conftest.py free_block) lie below
+# Linux's ephemeral range (32768-60999), as the workers' do (slots 0-2).
 test: install
 	$(SHARED_CORES) $(PYTEST) tests/unit -m "not quiet" -n 2 --dist loadfile $(call junit,unit)
 	@log=$$(mktemp); \
-	( $(SHARED_CORES) TEST_PORT_SLOT=11 $(PYTEST) $(SERVER_TESTS) -m "waits and not quiet" -p no:xdist \
+	( $(SHARED_CORES) TEST_PORT_SLOT=3 $(PYTEST) $(SERVER_TESTS) -m "waits and not quiet" -p no:xdist \
 		$(call junit,waits) >$$log 2>&1; echo $$? >$$log.rc ) & \
 	$(SHARED_CORES) $(PYTEST) $(SERVER_TESTS) -m "not waits and not quiet" -n $(TEST_WORKERS) --dist loadgroup \
 		$(call junit,parallel); workers=$$?; \

@@ -82,7 +82,11 @@ def free_ports(count: int) -> list[int]:
 def free_block(size: int) -> int:
     """A base port whose `size` ports are all free on loopback now (a lane's port block). Each parallel test worker
     (pytest-xdist) looks in a range of its own, so that two workers asking at once do not get the same block."""
-    # TEST_PORT_SLOT: a session beside another (make test's waiting tests) takes a range no worker of the other has
+    # TEST_PORT_SLOT: a session beside another (make test's waiting tests) takes a range no worker of the other has.
+    # Slots 0-3 (20000-31999) lie below Linux's ephemeral range (32768-60999), from which the kernel picks the local
+    # port of every outgoing connection: a long-lived one made between this check and the server's bind (the test
+    # Slurm cluster's daemons keep loopback connections to their accounting) can hold a block's port for good there
+    # (a rehearsal saw a lane's port "still in use after waiting 15 s" with the waiting session's block at 53000).
     slot = os.environ.get("TEST_PORT_SLOT") or os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     worker = int(slot or 0)
     start = 20000 + 3000 * (worker % 12)

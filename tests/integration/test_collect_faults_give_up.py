@@ -61,6 +61,15 @@ def ha_processes(marker: str) -> dict[int, str]:
             if "-ha/host.json" in line or f"--standin-token-ms {TOKEN_MS['ha']} " in line}  # fmt: skip
 
 
+def benchmarking_seen(progress: Path) -> bool:
+    """Whether the controller's live view of the host (`.run/progress-<host>.json`) has a lane at its benchmark."""
+    try:
+        lanes = json.loads(progress.read_text()).get("lanes") or {}
+    except (OSError, ValueError):
+        return False
+    return any(lane.get("stage") == "benchmark" for lane in lanes.values())
+
+
 def stages(work: Path, host: str) -> list[tuple[str, str]]:
     """(event, point) of every start and stage line of the host's journals so far."""
     out = []
@@ -95,8 +104,11 @@ def test_a_host_the_collector_gives_up_stops_its_work_at_once_and_runs_no_furthe
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            start_new_session=True)  # fmt: skip
     gave_up = tmp_path / "results" / "given-up" / ".run" / "runner-ha.json"
+    seen = tmp_path / "results" / "given-up" / ".run" / "progress-ha.json"
     try:
-        wait_for(lambda: ("stage", "benchmark") in stages(tmp_path / "work", "ha"), 180)
+        # once the controller has seen ha's first point benchmark (its live view), not merely ha's journal saying so:
+        # polls refused in between would leave the controller's last word on that point at "serve"
+        wait_for(lambda: ("stage", "benchmark") in stages(tmp_path / "work", "ha") and benchmarking_seen(seen), 180)
         flag.touch()
         wait_for(gave_up.exists, 90)  # the collector's retry window (30 s), then it gives ha up
         since = time.monotonic()
