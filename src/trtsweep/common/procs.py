@@ -34,6 +34,15 @@ def start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+def parent_pid(pid: int | str, proc: Path = Path("/proc")) -> int | None:
+    """The process's parent pid (/proc/<pid>/stat field 4), None if gone."""
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
 def age_s(pid: int) -> float | None:
     """Seconds since process `pid` started, on this host's clock since boot (never a file's time, which a file
     server's clock sets on a shared filesystem); None if it is gone."""

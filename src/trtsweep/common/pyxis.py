@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from trtsweep.common.mounts import closure
+from trtsweep.common.procs import parent_pid
 from trtsweep.errors import TrtsweepError
 
 KIND = "pyxis"
@@ -83,14 +84,6 @@ def _environ(pid: str, proc: Path) -> dict[str, str]:
     return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
 
 
-def _parent(pid: str, proc: Path) -> int | None:
-    try:
-        stat = (proc / pid / "stat").read_text()
-    except OSError:
-        return None
-    return int(stat[stat.rfind(")") + 2 :].split()[1])
-
-
 def step_root(job: str, name: str, proc: Path = Path("/proc")) -> int | None:
     """The pid of the task of the step named `name` of job `job` on this node (its processes whose parent is not one
     of them), None when it runs none here."""
@@ -98,7 +91,7 @@ def step_root(job: str, name: str, proc: Path = Path("/proc")) -> int | None:
     ours = {int(e.name) for e in proc.iterdir() if e.name.isdigit()
             and (env := _environ(e.name, proc)).get("SLURM_JOB_ID") == job and env.get("SLURM_JOB_NAME") == name
             and "SLURM_STEP_ID" in env}  # fmt: skip
-    roots = sorted(pid for pid in ours if _parent(str(pid), proc) not in ours)
+    roots = sorted(pid for pid in ours if parent_pid(pid, proc) not in ours)
     return roots[0] if roots else None
 
 

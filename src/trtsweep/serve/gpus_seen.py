@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from trtsweep.common.procs import parent_pid
+
 MIB = 2**20
 
 
@@ -25,12 +27,8 @@ def tree(root: int, proc: Path = Path("/proc")) -> set[int]:
     """The PID and every descendant's (from /proc/<pid>/stat's parent PIDs)."""
     parents: dict[int, int] = {}
     for entry in proc.iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat[stat.rfind(")") + 2 :].split()[1])
+        if entry.name.isdigit() and (parent := parent_pid(entry.name, proc)) is not None:
+            parents[int(entry.name)] = parent
     found = {root}
     grew = True
     while grew:
