@@ -29,9 +29,23 @@ def model_dir(tmp_path: Path) -> Path:
     return folder
 
 
+def test_on_one_filesystem_the_hub_cache_and_the_model_directory_share_one_copy_of_the_weights(tmp_path):
+    hf, hub = model_dir(tmp_path), tmp_path / "hub"
+    demo_model._seed_hub_cache(hf, hub, "a" * 40)
+    blob = (hub / ENTRY / "snapshots" / ("a" * 40) / "model.safetensors").resolve()
+    assert blob.parent == hub / ENTRY / "blobs" and blob.name == file_sha256(hf / "model.safetensors")
+    assert blob.stat().st_ino == (hf / "model.safetensors").stat().st_ino  # a hard link, not a second copy
+    assert not [p for p in blob.parent.iterdir() if p.name.startswith(".")]  # no temporary name left
+
+
+def no_hard_links(src: object, dest: object) -> None:
+    raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+
 def test_a_blob_copy_cut_short_leaves_no_blob_and_the_next_seeding_copies_it_whole(tmp_path, monkeypatch):
     hf, hub = model_dir(tmp_path), tmp_path / "hub"
     whole = demo_model.shutil.copyfile
+    monkeypatch.setattr(demo_model.os, "link", no_hard_links)  # another filesystem: the copy
 
     def cut_short(src: Path, dest: Path) -> None:
         Path(dest).write_bytes(Path(src).read_bytes()[:10])

