@@ -14,7 +14,6 @@ import pytest
 
 from tests.container.dockerd import Dockerd
 from trtsweep.serve.command import build_command
-from trtsweep.serve.server import fit_limits
 from trtsweep.serve.spec import ContainerSpec, ServerSpec
 from trtsweep.toolchain.runner import Runtime
 from trtsweep.triton import repository
@@ -69,7 +68,6 @@ def server_argv(dockerd: Dockerd, image: str, repo: Path, tmp_path: Path, mounts
     container = ContainerSpec(image=image, name=f"trtsweep-mounts-{tmp_path.name}", docker=str(dockerd.client),
                               mounts=mounts, gpus="all")  # fmt: skip
     spec = ServerSpec(model_repository=repo, log_file=tmp_path / "log", runtime="container", container=container)
-    fit_limits(container)  # as the server's start does: what this host allows
     return build_command(spec)[0]
 
 

@@ -27,7 +27,7 @@ from tests.container.sweep_run import FLOAT32, INT8, container_run, status, swee
 from tests.integration.test_disagg_sweep import DISAGGREGATED
 from tests.integration.test_disagg_sweep import SWEEP as DISAGG_SWEEP
 from tests.integration.test_server_lifetime import GRACE, TTL
-from trtsweep.common.container import hard_limit
+from trtsweep.runtime.docker import hard_limit
 
 pytestmark = [pytest.mark.container, pytest.mark.e2e, pytest.mark.timeout(1200)]
 LONG = sweep_with(num_requests=64, max_tokens=64)  # a benchmark still running when the fault comes
@@ -136,7 +136,7 @@ def test_a_killed_docker_cli_or_supervisor_fails_its_point_and_leaves_no_contain
                                                                                     victim):  # fmt: skip
     run = container_run(tmp_path, dockerd, container_image.name, only=FLOAT32, sweep=LONG)
     state = run.wait_benchmark(point=FLOAT32)
-    assert state.container is not None and state.container[1] in running(dockerd)
+    assert state.held is not None and state.held[2] in running(dockerd)
     assert state.supervisor is not None
     os.kill(state.pid if victim == "cli" else int(state.supervisor["pid"]), signal.SIGKILL)
     took = wait_until(lambda: not running(dockerd), TTL + GRACE + 10, "the container's removal")

@@ -1,4 +1,4 @@
-"""trtsweep.common.pyxis against the real Slurm cluster the tests start, pyxis's srun options registered by the
+"""trtsweep.runtime.pyxis against the real Slurm cluster the tests start, pyxis's srun options registered by the
 SPANK double (tests/slurm/pyxis_double.c): a tool's step beside a lane's step that holds GPUs, on the lane's GPUs,
 found by its name and cancelled by it."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from trtsweep.common import pyxis
 from trtsweep.errors import TrtsweepError
 from trtsweep.fleet.slurm import GRANTED
+from trtsweep.runtime import pyxis
 
 pytestmark = [pytest.mark.slurm]
 IMAGE = "nvcr.io/nvidia/tritonserver:25.01-trtllm-python-py3"
@@ -61,7 +61,7 @@ def test_a_tools_step_runs_beside_its_lanes_step_on_its_gpus_and_is_cancelled_by
         assert [job, step.split(".")[1], IMAGE, f"{tmp_path}:{tmp_path}", str(tmp_path), "0"] in [
             r[:6] for r in recorded
         ]
-        pyxis.cancel(job, name)
+        pyxis.end(job, name)
         assert tool.wait(timeout=30) != 0 and pyxis.steps_named(job, name) == []
         assert all(lane.poll() is None for lane in lanes)  # the lanes' steps run on
     finally:

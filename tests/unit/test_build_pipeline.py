@@ -249,7 +249,7 @@ def test_container_and_native_argv():
     assert Runtime().wrap(inner, ["/cache"], "n") == inner
     run = Runtime(kind="container", image="nvcr.io/nvidia/tritonserver:24.07-trtllm-python-py3", gpus='"device=0,1"',
                   mounts=("/models",)).wrap(inner, ["/cache", "/cache"], "trtsweep-e")  # fmt: skip
-    assert run == ["docker", "run", "--rm", "--name", "trtsweep-e", "--gpus", '"device=0,1"', "--ipc=host",
+    assert run == ["docker", "run", "--rm", "--name", "trtsweep-e", "--gpus", '"device=0,1"', "--ipc", "host",
                    "--ulimit", "memlock=-1", "--ulimit", "stack=67108864", "-v", "/cache:/cache", "-v",
                    "/models:/models", "-e", "HF_TOKEN", "nvcr.io/nvidia/tritonserver:24.07-trtllm-python-py3",
                    *inner]  # fmt: skip

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 PR_SET_PDEATHSIG = 1
 
@@ -63,6 +64,12 @@ def alive(pid: int, ticks: int | None) -> bool:
     """Whether process `pid` still runs and, when `ticks` is given, is the same process that had them."""
     now = start_ticks(pid)
     return now is not None and (ticks is None or now == ticks)
+
+
+def bound_child() -> dict[str, Any]:
+    """`subprocess.Popen` keyword arguments for a child in a session of its own (its process group: one killpg ends
+    it and what it started) that dies with this process, however this one ends (`die_with_parent`)."""
+    return {"start_new_session": True, "preexec_fn": functools.partial(die_with_parent, os.getpid())}
 
 
 def die_with_parent(parent_pid: int, sig: signal.Signals = signal.SIGKILL) -> None:

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from trtsweep.errors import TrtsweepError
+from trtsweep.runtime import IMAGE_KINDS
+from trtsweep.runtime import preflight as runtime_preflight
 from trtsweep.toolchain.versions import same_release
 
 NVIDIA_SMI_QUERY = ["--query-gpu=index,name,memory.total,memory.used", "--format=csv,noheader,nounits"]
@@ -113,14 +115,8 @@ def _runtime_problem(runtime: str, tritonserver: str, docker: str, image: str | 
     elif runtime == "native":
         if triton and shutil.which(tritonserver) is None:
             return f"runtime native: {tritonserver} not found on PATH"
-    elif runtime == "container":
-        if shutil.which(docker) is None:
-            return f"runtime container: {docker} not found on PATH"
-        return image_problem(runtime, servers, image, trtllm_image) or _podman_problem(docker)
-    elif runtime == "pyxis":  # a step of the run's job through pyxis's srun flags: srun here, no docker
-        if shutil.which("srun") is None:
-            return "runtime pyxis: srun not found on PATH (pyxis runs the image as a step of the run's Slurm job)"
-        return image_problem(runtime, servers, image, trtllm_image)
+    elif runtime in IMAGE_KINDS:  # what the runtime itself needs here (trtsweep.runtime), then the sweep's images
+        return runtime_preflight(runtime, docker) or image_problem(runtime, servers, image, trtllm_image)
     else:
         return f"runtime {runtime!r}: expected local, native, container or pyxis"
     return None
@@ -130,7 +126,7 @@ def image_problem(runtime: str, servers: Sequence[str], image: str | None, trtll
     """The image the container runtime lacks for the sweep's `servers` (a Triton image for Triton points; for
     trtllm-serve points the sweep's TensorRT-LLM image, else the Triton one); None elsewhere. Read from settings
     alone: the run's preflight and `trtsweep plan -i` alike."""
-    if runtime not in ("container", "pyxis"):
+    if runtime not in IMAGE_KINDS:
         return None
     if "triton" in servers and not image:
         return f"runtime {runtime}: no image (trtsweep_triton_container_image) for the sweep's Triton points"
@@ -142,19 +138,7 @@ def image_problem(runtime: str, servers: Sequence[str], image: str | None, trtll
 
 def container_images(runtime: str, image: str | None, trtllm_image: str | None) -> list[str]:
     """The images whose tags name a TensorRT-LLM release the run uses (the container and pyxis runtimes' only)."""
-    return [i for i in (image, trtllm_image) if i and runtime in ("container", "pyxis")]
-
-
-def _podman_problem(docker: str) -> str | None:
-    """A `docker` that is podman (or its docker shim): refused in one line."""
-    try:
-        out = subprocess.run([docker, "--version"], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None  # a CLI that does not answer fails the point's start, in docker's own words
-    if not out.stdout.lower().startswith("podman"):
-        return None
-    return (f"runtime container: {docker} is {out.stdout.strip()}; trtsweep runs NVIDIA's images with docker "
-            "(podman ignores --gpus: it takes GPUs through CDI, --device nvidia.com/gpu=N)")  # fmt: skip
+    return [i for i in (image, trtllm_image) if i and runtime in IMAGE_KINDS]
 
 
 def trtllm_version(python: str, timeout_s: float = 120) -> tuple[str | None, str | None]:

@@ -6,6 +6,6 @@ command lines, ports and health paths), smoke (the smoke test), scripts (launch/
 (systemd), kubernetes (k8s/, data dumped as YAML), readme (README.md), render (the Jinja2 templates of templates/,
 and render_repository.py shipped from there as it is).
 
-May import: trtsweep.errors, trtsweep.common, trtsweep.toolchain, trtsweep.serve, trtsweep.perf, trtsweep.sweep,
-trtsweep.report.
+May import: trtsweep.errors, trtsweep.common, trtsweep.runtime, trtsweep.toolchain, trtsweep.serve, trtsweep.perf,
+trtsweep.sweep, trtsweep.report.
 """

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 from trtsweep.handoff.render import render
 from trtsweep.handoff.server import Serving
-from trtsweep.serve.command import docker_run
-from trtsweep.serve.spec import ContainerSpec
+from trtsweep.runtime.docker import LIMITS, run_argv
 
 
 def launch_scripts(s: Serving, image: str, name: str, limits: dict[str, int] | None = None) -> dict[str, str]:
     """launch/native.sh and launch/container.sh (the model store mounted at paths.STORE; the --ulimit values the
     point's container ran with where its record has them, else NVIDIA's)."""
-    spec = ContainerSpec(image=image, name=name)
-    if limits is not None:
-        spec.limits = dict(limits)
-    container = docker_run(spec, None, s.volumes, s.inner)
+    container = run_argv(image, name, s.inner, limits=LIMITS if limits is None else limits, volumes=s.volumes,
+                         server=True)  # fmt: skip
     bundle_dir = s.kind == "trtllm-serve"  # its LLM API options are read from the bundle
     before = [list(s.native_prepare)] if s.native_prepare else []
     return {

@@ -6,6 +6,6 @@ points stage after stage (`point.PointRun`: download -> quantize -> build -> rep
 the server always stopped, the results packed into one archive) and writes every stage it enters and every point
 it ends as a line of its journal (`journal`), which the controller reads over the host's connection.
 
-May import: trtsweep.errors, trtsweep.common, trtsweep.hub, trtsweep.toolchain, trtsweep.triton, trtsweep.serve,
-trtsweep.perf, trtsweep.sweep.
+May import: trtsweep.errors, trtsweep.common, trtsweep.runtime, trtsweep.hub, trtsweep.toolchain, trtsweep.triton,
+trtsweep.serve, trtsweep.perf, trtsweep.sweep.
 """

@@ -28,11 +28,9 @@ from typing import Any
 
 import yaml
 
-from trtsweep.common.mounts import container_volumes
 from trtsweep.errors import TrtsweepError
 from trtsweep.serve import group as server_group
-from trtsweep.serve import server
-from trtsweep.serve.command import docker_run
+from trtsweep.serve.command import held, in_runtime, runtime_of
 from trtsweep.serve.spec import from_params
 from trtsweep.toolchain.llmapi import disagg
 
@@ -101,8 +99,9 @@ def starts(plan: Layout, base: dict[str, Any], point_dir: Path, run_dir: Path,
     if o["backend"] == "hf":
         argv = [sys.executable, *PROXY_STANDIN, *argv[1:]]
     elif proxy_spec.container is not None:  # the release image's trtllm-serve, as the workers run it
-        server.fit_limits(proxy_spec.container)  # as the workers' (their logs say what was lowered)
-        argv = docker_run(proxy_spec.container, None, container_volumes([point_dir]), argv)
+        runtime_of(proxy_spec).prepare()  # as the workers' (their logs say what their runtime adapted)
+        argv = in_runtime(proxy_spec, argv, [point_dir])
+        return out, server_group.ProxyStart(argv, proxy_spec, held(proxy_spec))
     return out, server_group.ProxyStart(argv, proxy_spec)
 
 

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from trtsweep.common.container import container_name
 from trtsweep.errors import TrtsweepError
 from trtsweep.lane import journal
 from trtsweep.lane.spec import HostSpec, PointPaths
+from trtsweep.runtime import launch_name
 
 if TYPE_CHECKING:
     from trtsweep.perf.warm import Warm
@@ -490,7 +490,7 @@ class PointRun(PointStages):
             "tritonserver": s["triton_serve_tritonserver"], "world_size": 1 if self.pytorch else p["world_size"],
             "engine_dir": self.made.engine_dir if p["backend"] == "tensorrtllm" else None,
             "mpirun": s["triton_serve_mpirun"], "container_image": image,
-            "container_name": container_name(self.p["id"], p["ports"]["http"]),
+            "container_name": launch_name(self.p["id"], p["ports"]["http"]),
             "docker": s.get("triton_serve_container_docker") or "docker",
             "gpus": s["triton_serve_container_gpus"],
             "visible_devices": str(p["visible_devices"]) if p.get("gpus") else None,
@@ -570,6 +570,7 @@ class PointRun(PointStages):
 
     def _serve_and_benchmark(self) -> None:
         from trtsweep.serve import server
+        from trtsweep.serve.command import runtime_of
         from trtsweep.serve.probes import check_world_size
         from trtsweep.serve.spec import from_params
 
@@ -584,9 +585,9 @@ class PointRun(PointStages):
         try:
             state = server.start(spec, self.state_file)
             with self._warm_perf() as perf:  # llm-perf's start while the server loads
-                if spec.container is not None:  # its name, image and the limits it got on this host (and why lowered)
-                    c = spec.container  # (pyxis: the step's name and job; the limits are Slurm's, not ours)
-                    own = {"limits": c.limits} if state.step is None else {"slurm_job": state.step[0]}
+                if spec.container is not None:  # its name, image, what its runtime says of it (docker: the limits
+                    c = spec.container  # it got on this host, and why lowered; pyxis: the Slurm job)
+                    own = runtime_of(spec).record()
                     (self.paths.results / "container.json").write_text(
                         _nice_json(
                             {"runtime": spec.runtime, "name": c.name, "image": c.image, **own, "notes": state.notes}

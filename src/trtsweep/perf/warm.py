@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from trtsweep.common.procs import Started, die_with_parent
+from trtsweep.common.procs import Started, bound_child
 
 CLI = ["-m", "trtsweep.perf.cli"]
 EXPORT = "--profile-export-file"
@@ -73,10 +73,8 @@ def started(python: str, export_file: str, protocol: str | None, tokenizer_path:
     argv = [python, "-m", "trtsweep.perf.warm", EXPORT, export_file]
     argv += ["--protocol", protocol] if protocol else []
     argv += ["--tokenizer-path", tokenizer_path] if tokenizer_path else []
-    me = os.getpid()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, start_new_session=True,
-                                preexec_fn=lambda: die_with_parent(me))  # fmt: skip
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, **bound_child())
         warm = Warm(python, export_file, proc, out, err)
         try:
             yield warm

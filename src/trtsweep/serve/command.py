@@ -1,5 +1,6 @@
-"""The server's command line: tritonserver (one per rank under mpirun), trtllm-serve, or either inside the
-container runtime's `docker run`; and the environment it runs with."""
+"""The server's command line: tritonserver (one per rank under mpirun) or trtllm-serve, as its runtime runs it
+(trtsweep.runtime: on the host, `docker run` of its image, a Slurm step through pyxis); and the environment it runs
+with."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import re
 import sys
 from pathlib import Path
 
-from trtsweep.common import pyxis
-from trtsweep.common.container import ulimit_args
-from trtsweep.common.mounts import container_volumes, repository_paths
+from trtsweep import runtime
+from trtsweep.common.mounts import repository_paths
 from trtsweep.errors import TrtsweepError
+from trtsweep.runtime import Launch, Runtime, device_ids
 from trtsweep.serve import openai_server
 from trtsweep.serve.local_runtime import LocalRuntime
-from trtsweep.serve.spec import IMAGE_RUNTIMES, RUNTIMES, SERVER_ID_PREFIX, ContainerSpec, ServerSpec
+from trtsweep.serve.spec import IMAGE_RUNTIMES, RUNTIMES, SERVER_ID_PREFIX, ServerSpec
 
 # Left by an SSH session: with SSH_CLIENT (or SSH2_CLIENT) set and SHLVL < 2, bash reads ~/.bashrc even when
 # not interactive, and Triton's python backend starts every stub through bash: a conda/pyenv init there puts
@@ -82,26 +83,31 @@ def _check_spec(spec: ServerSpec) -> None:
         raise TrtsweepError("the local runtime serves one rank; multi-GPU needs the native or container runtime")
     if any(arg.startswith("--id=") or arg == "--id" for arg in spec.extra_args):
         raise TrtsweepError("extra_args must not set --id: every start gets its own server id")
-    devices(spec.visible_devices)
+    device_ids(spec.visible_devices)
 
 
-def devices(visible: str | None) -> list[str] | None:
-    """The device ids or UUIDs of `visible_devices` ("0,1"), None when not set."""
-    if visible is None:
-        return None
-    ids = [d.strip() for d in visible.split(",")]
-    if not all(ids) or any(" " in d or '"' in d for d in ids):
-        raise TrtsweepError(f"visible_devices must be comma-separated GPU indices or UUIDs, got {visible!r}")
-    return ids
+def runtime_of(spec: ServerSpec) -> Runtime:
+    """The runtime the server runs in (`local`: on the host, pytriton's tritonserver)."""
+    if spec.runtime not in IMAGE_RUNTIMES:
+        return runtime.of("native")
+    c = spec.container
+    if c is None:
+        raise TrtsweepError(f"the {spec.runtime} runtime needs a container image (triton_serve_container_image)")
+    return runtime.of(spec.runtime, image=c.image, docker_cli=c.docker, gpus=c.gpus, limits=c.limits)
+
+
+def held(spec: ServerSpec) -> list[str] | None:
+    """What the server's runtime leaves beside its process (its container, its Slurm step), for its state file."""
+    return runtime_of(spec).held(spec.container.name) if spec.container is not None else None
 
 
 def server_environment(spec: ServerSpec, base: dict[str, str] | None = None) -> dict[str, str]:
     """The server's environment: `base` (default os.environ) without what an SSH session leaves behind
-    (SSH_SESSION_VARS), and CUDA_VISIBLE_DEVICES when the spec names its GPUs (not in an image: docker's --gpus
-    picks them there, and pyxis's step command its own `env`)."""
+    (SSH_SESSION_VARS), and CUDA_VISIBLE_DEVICES when the spec names its GPUs (not in an image: its runtime's command
+    gives them there, docker's --gpus or pyxis's step command)."""
     env = {k: v for k, v in (os.environ if base is None else base).items() if k not in SSH_SESSION_VARS}
-    ids = devices(spec.visible_devices)
-    if ids is not None and spec.runtime not in IMAGE_RUNTIMES:
+    ids = device_ids(spec.visible_devices)
+    if ids is not None and not runtime_of(spec).in_image:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
     return env
 
@@ -113,43 +119,26 @@ def build_command(spec: ServerSpec, server_id: str | None = None) -> tuple[list[
     """
     _check_spec(spec)
     env = server_environment(spec)
+    where = runtime_of(spec)
     if spec.openai is not None:
-        python = "python3" if spec.runtime in IMAGE_RUNTIMES else sys.executable  # the image's own, in an image
-        argv = openai_server.argv(spec.openai, spec.bind_address, spec.http_port, server_id, python)
-        if spec.runtime in IMAGE_RUNTIMES:
-            o = spec.openai
-            argv = _in_container(spec, argv, [o.model, o.options_file.parent, o.served_dir])
-        return argv, env
+        python = "python3" if where.in_image else sys.executable  # the image's own, in an image
+        o = spec.openai
+        argv = openai_server.argv(o, spec.bind_address, spec.http_port, server_id, python)
+        return in_runtime(spec, argv, [o.model, o.options_file.parent, o.served_dir]), env
     binary, extra = spec.tritonserver, []
     if spec.runtime == "local":
-        runtime = LocalRuntime.discover()
-        binary, env = str(runtime.binary), runtime.environment(env)
-        extra = [f"--backend-directory={runtime.backend_directory(spec.cache_dir)}"]
-    argv = launch_argv(spec, binary, server_id, extra)
-    if spec.runtime in IMAGE_RUNTIMES:
-        argv = _in_container(spec, argv)
-    return argv, env
+        local = LocalRuntime.discover()
+        binary, env = str(local.binary), local.environment(env)
+        extra = [f"--backend-directory={local.backend_directory(spec.cache_dir)}"]
+    return in_runtime(spec, launch_argv(spec, binary, server_id, extra)), env
 
 
-def _in_container(spec: ServerSpec, inner: list[str], paths: list[Path] | None = None) -> list[str]:
-    c = spec.container
-    if c is None:
-        raise TrtsweepError("the container runtime needs a container image (triton_serve_container_image)")
-    # the repository, what its config.pbtxt files point at (tokenizer, engine) and what their links need
+def in_runtime(spec: ServerSpec, inner: list[str], paths: list[Path] | None = None) -> list[str]:
+    """`inner` as the server's runtime runs it: in an image, `paths` mounted (default: the repository, what its
+    config.pbtxt files point at, tokenizer and engine), with the spec's mounts, on its GPUs."""
+    where, c = runtime_of(spec), spec.container
+    if not where.in_image or c is None:
+        return where.command(Launch(inner))
     served = paths if paths is not None else [spec.model_repository, *repository_paths(spec.model_repository)]
-    if spec.runtime == pyxis.KIND:
-        return pyxis.srun_argv(c.image, c.name, [*served, *c.mounts], spec.visible_devices, inner)
-    volumes = container_volumes([*served, *c.mounts])
-    return docker_run(c, spec.visible_devices, volumes, inner)
-
-
-def docker_run(c: ContainerSpec, visible_devices: str | None, volumes: list[str], inner: list[str]) -> list[str]:
-    """`docker run` of the Triton image: host network and IPC (no --shm-size: the host's /dev/shm is the container's,
-    and podman refuses the pair), the GPUs, the limits (`c.limits`), the volumes, then `inner`."""
-    ids = devices(visible_devices)
-    # docker reads --gpus as one CSV record: the quotes keep "device=0,1" one field (docker run --gpus '"device=0,1"')
-    gpus = c.gpus if ids is None else f'"device={",".join(ids)}"'
-    return [
-        c.docker, "run", "--rm", "--init", "--name", c.name, "--gpus", gpus, "--network", "host", "--ipc", "host",
-        *ulimit_args(c.limits), *volumes, c.image, *inner,
-    ]  # fmt: skip
+    mounted = tuple(str(p) for p in [*served, *c.mounts])
+    return where.command(Launch(inner, c.name, mounted, spec.visible_devices, server=True))

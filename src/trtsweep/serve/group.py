@@ -56,6 +56,7 @@ class ProxyStart:
 
     argv: list[str]
     spec: ServerSpec
+    held: list[str] | None = None  # what its runtime leaves beside its process (trtsweep.runtime): in an image
 
 
 @dataclass
@@ -126,20 +127,14 @@ def start_proxy(group: GroupState, proxy: ProxyStart) -> None:
         raise TrtsweepError(f"the proxy's port {spec.http_port} on {spec.bind_address} is already in use")
     path = _member_file(state_file, "proxy")
     spec.log_file.parent.mkdir(parents=True, exist_ok=True)
-    pid, ticks, keeper = server.supervised(spec, proxy.argv, server_environment(spec), path)
+    pid, ticks, keeper = server.supervised(spec, proxy.argv, server_environment(spec), path, proxy.held)
     state = ServerState(pid=pid, start_ticks=ticks, argv=proxy.argv, ports={"http": spec.http_port},
                         bind_address=spec.bind_address, health_url=_health_url(spec), log_file=str(spec.log_file),
                         lease_file=str(spec.lease_file) if spec.lease_file else None, state_file=str(path),
-                        kind="proxy", supervisor=keeper, container=_proxy_container(spec, proxy.argv))  # fmt: skip
+                        kind="proxy", supervisor=keeper, held=proxy.held)  # fmt: skip
     state.save(path)
     group.members.append(Member("proxy", "proxy", [], spec.http_port, str(path)))
     group.save()
-
-
-def _proxy_container(spec: ServerSpec, argv: list[str]) -> list[str] | None:
-    """[docker, name] of the proxy's container when it runs in one (the release image's trtllm-serve)."""
-    c = spec.container
-    return [c.docker, c.name] if c is not None and argv[:2] == [c.docker, "run"] else None
 
 
 def _ready(group: GroupState, member: Member) -> bool:

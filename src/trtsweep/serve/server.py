@@ -27,15 +27,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtsweep.common import container, pyxis
-from trtsweep.common.procs import Started, alive, die_with_parent, start_ticks
+from trtsweep import runtime
+from trtsweep.common.procs import Started, alive, bound_child, start_ticks
 from trtsweep.errors import TrtsweepError
 from trtsweep.serve import openai_server, supervisor
-from trtsweep.serve.command import build_command, server_environment
+from trtsweep.serve.command import build_command, held, runtime_of, server_environment
 from trtsweep.serve.identity import check_identity, served_hash
 from trtsweep.serve.logs import failure_cause, log_tail
 from trtsweep.serve.probes import Answer, accepting, busy_ports, health_ready
-from trtsweep.serve.spec import ContainerSpec, ServerSpec, ServerState, new_server_id
+from trtsweep.serve.spec import ServerSpec, ServerState, new_server_id
 
 KIND_NAMES = {"triton": "Triton", "openai": "trtllm-serve", "proxy": "trtllm-serve disaggregated"}
 
@@ -72,14 +72,15 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
     server_id = new_server_id()
     if spec.openai is not None:  # its identity: the model id it answers with, the name of a link of its own
         openai_server.link(spec.openai, server_id)
-    notes = fit_limits(spec.container) if spec.runtime == "container" and spec.container else []
+    notes = runtime_of(spec).prepare()  # what its runtime adapted to this host (the container's limits)
     argv, env = build_command(spec, server_id)
     repo_hash = served_hash(spec)
     spec.log_file.parent.mkdir(parents=True, exist_ok=True)
     if notes:
         with open(spec.log_file, "a", encoding="utf-8") as log:
             log.writelines(f"trtsweep: {note}\n" for note in notes)
-    pid, ticks, keeper = supervised(spec, argv, env, state_file)
+    leaves = held(spec)
+    pid, ticks, keeper = supervised(spec, argv, env, state_file, leaves)
     state = ServerState(
         pid=pid,
         start_ticks=ticks,
@@ -88,10 +89,7 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
         bind_address=spec.bind_address,
         health_url=spec.health_url(),
         log_file=str(spec.log_file),
-        container=[spec.container.docker, spec.container.name]
-        if spec.runtime == "container" and spec.container
-        else None,
-        step=_step(spec),
+        held=leaves,
         server_id=server_id,
         repository_hash=repo_hash,
         visible_devices=spec.visible_devices,
@@ -106,50 +104,24 @@ def start(spec: ServerSpec, state_file: Path) -> ServerState:
     return state
 
 
-def fit_limits(c: ContainerSpec) -> list[str]:
-    """The container's --ulimit values lowered to what this host allows (common/container.py); one note per limit
-    lowered."""
-    fitted = container.fit_limits(c.docker, c.image, c.limits)
-    c.limits = dict(fitted.limits)
-    return list(fitted.notes)
-
-
-def _step(spec: ServerSpec) -> list[str] | None:
-    """[job id, step name] of a pyxis server's step (common/pyxis.py), None in any other runtime."""
-    if spec.runtime != pyxis.KIND or spec.container is None:
-        return None
-    return [pyxis.here()[0], spec.container.name]
-
-
 def process_root(state: ServerState) -> int:
     """Where the server's processes start: the container's init (its host pid) in the container runtime, whose
     processes are not the `docker run` CLI's; the step's task in the pyxis runtime (slurmstepd's child, not the srun
     client's); else the process we started."""
-    if state.step:
-        pid = pyxis.step_root(*state.step)
-        if pid is None:
-            raise TrtsweepError(f"the server's Slurm step {state.step[1]} (job {state.step[0]}) runs no task here")
-        return pid
-    if not state.container:
-        return state.pid
-    pid = container.init_pid(*state.container)
-    if pid is None:
-        raise TrtsweepError(f"the server's container {state.container[1]} is not running")
-    return pid
+    return runtime.root(state.held, state.pid)
 
 
 def supervised(
-    spec: ServerSpec, argv: list[str], env: dict[str, str], state_file: Path
+    spec: ServerSpec, argv: list[str], env: dict[str, str], state_file: Path, leaves: list[str] | None
 ) -> tuple[int, int, dict[str, int | None]]:
-    """Start `argv` under its supervisor (serve/supervisor.py); return the server's pid and start ticks, and the
-    supervisor's {pid, start_ticks}."""
+    """Start `argv` under its supervisor (serve/supervisor.py), which ends what its runtime `leaves` beside it (a
+    container, a Slurm step) when it ends; return the server's pid and start ticks, and the supervisor's {pid,
+    start_ticks}."""
     command = [sys.executable, "-m", "trtsweep.serve.supervisor", "--state", str(state_file)]
     if spec.lease_file is not None:  # renewed by the run's heartbeat alone (fleet/heartbeat.py), never here
         command += ["--lease", str(spec.lease_file), "--ttl", str(spec.lease_ttl_s)]
-    if spec.runtime == "container" and spec.container:
-        command += ["--container", spec.container.docker, spec.container.name]
-    if (step := _step(spec)) is not None:
-        command += ["--step", *step]
+    if leaves is not None:
+        command += ["--held", *leaves]
     for stale in (supervisor.server_file(state_file), supervisor.exit_file(state_file)):
         stale.unlink(missing_ok=True)
     own_env = {**server_environment(spec, None), supervisor.ENV_VAR: json.dumps(env)}
@@ -225,9 +197,7 @@ def run_while(argv: list[str] | Started, why_gone: Callable[[], str | None], pol
             proc, out, err = argv.proc, argv.out, argv.err
         else:
             out, err = files.enter_context(tempfile.TemporaryFile()), files.enter_context(tempfile.TemporaryFile())
-            me = os.getpid()
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
-                                    preexec_fn=lambda: die_with_parent(me))  # fmt: skip
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, **bound_child())
         why = None
         while why is None:
             try:
@@ -299,19 +269,17 @@ def _fail_foreign(state: ServerState, other: Answer) -> None:
 
 
 def stop(state: ServerState, grace_s: float = 15.0, wait_ports: bool = True) -> bool:
-    """Stop the server's process group (TERM, then KILL after `grace_s`) and remove its container by name (also when
-    the `docker run` CLI is already gone: killed, its container runs on); True if the process was running.
+    """Stop the server's process group (TERM, then KILL after `grace_s`) and end what its runtime left (its container
+    or Slurm step, by name: also when the `docker run` or `srun` client is already gone, killed, and it runs on); True
+    if the process was running.
 
     Returns only once the process is gone and (with `wait_ports`) its ports can be bound again.
     """
     running = is_running(state)
     if running:  # never a signal to a pid that is no longer ours
         _end_group(state, grace_s)
-    if state.container:
-        container.remove(*state.container)
-    if state.step:
-        pyxis.cancel(*state.step)
-    if wait_ports and (running or state.container or state.step):
+    runtime.end(state.held)
+    if wait_ports and (running or state.held):
         _wait_ports_free(state)
     return running
 

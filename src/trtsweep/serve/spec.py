@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from trtsweep.common.container import LIMITS
 from trtsweep.common.fileio import atomic_write_text
 from trtsweep.errors import TrtsweepError
+from trtsweep.runtime.docker import LIMITS
 from trtsweep.serve.openai_server import OpenAIServe
 
 RUNTIMES = ("local", "native", "container", "pyxis")
@@ -27,7 +27,7 @@ class ContainerSpec:
     name: str
     docker: str = "docker"
     gpus: str = "all"
-    # --ulimit values (common/container.py LIMITS; lowered to what the host allows by container.fit_limits)
+    # --ulimit values asked (runtime/docker.py LIMITS; lowered to what the host allows where the container starts)
     limits: dict[str, int] = field(default_factory=lambda: dict(LIMITS))
     mounts: list[str] = field(default_factory=list)  # host paths, mounted at the same path inside
 
@@ -93,8 +93,8 @@ class ServerState:
     bind_address: str
     health_url: str
     log_file: str
-    container: list[str] | None = None  # [docker, name] for the container runtime
-    step: list[str] | None = None  # [job id, step name] for the pyxis runtime (common/pyxis.py)
+    # what its runtime leaves beside its process (trtsweep.runtime): [container, docker, name], [pyxis, job, step name]
+    held: list[str] | None = None
     server_id: str = ""  # the per-start --id; "" in state files written before ids existed
     repository_hash: str = ""  # repository_hash() of the model repository when it was started
     visible_devices: str | None = None
@@ -110,7 +110,9 @@ class ServerState:
 
     @classmethod
     def load(cls, path: Path) -> ServerState:
-        return cls(**json.loads(path.read_text()))
+        """The state saved at `path`; keys this version does not know (a state file of another version) are left."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in json.loads(path.read_text()).items() if k in known})
 
     @property
     def host(self) -> str:

@@ -1,21 +1,21 @@
 """The parent of every server trtsweep starts: it lives only as long as the run that started it.
 
-    python -m trtsweep.serve.supervisor --state S [--lease L --ttl T] [--container DOCKER NAME | --step JOB NAME] \
-        -- argv...
+    python -m trtsweep.serve.supervisor --state S [--lease L --ttl T] [--held KIND A B] -- argv...
 
 Starts `argv` in a session of its own (its process group holds the python-backend stubs too), bound to die
 with the supervisor (PR_SET_PDEATHSIG: a supervisor killed by the OOM killer or `kill -9` takes its server with
 it), writes `<S>.server` = {pid, start_ticks, supervisor: {pid, start_ticks}} once started, then watches it
 twice a second:
 - the server exits by itself: `<S>.exit` records its exit status or signal (`reason: exited`), what is left
-  of its process group (stubs) is killed, a named container removed (a killed `docker run` CLI leaves its container
-  running) or a pyxis server's Slurm step cancelled (`--step`: a killed srun client may leave its step), and the
-  supervisor ends; the run reads the record to say why a point's server died mid-benchmark;
+  of its process group (stubs) is killed, what its runtime left ended (`--held`, trtsweep.runtime: a named container
+  removed, since a killed `docker run` CLI leaves its container running; a pyxis server's Slurm step cancelled, since a
+  killed srun client may leave its step), and the supervisor ends; the run reads the record to say why a point's
+  server died mid-benchmark;
 - the lease file `L` lapsed (common/lease.py): its counter did not advance for `T` seconds of this host's
   monotonic clock (the run's heartbeat stopped renewing it: a cut SSH link, a crashed controller), or it was
   there and is gone (the heartbeat's `end`: the run ended or was interrupted; at once); a lease not written yet
   gets `T` seconds from the supervisor's start. The server's group gets TERM, KILL after the grace period
-  (STOP_GRACE_S), a named container is removed, `<S>.exit` says `lease expired` and the log why;
+  (STOP_GRACE_S), what its runtime left is ended, `<S>.exit` says `lease expired` and the log why;
 - the supervisor itself gets TERM / INT / HUP: the same stop, `reason: supervisor signalled`.
 Without `--lease` only the exit status is recorded (a server started on its own, e.g. the standalone role).
 The server's environment comes in TRTSWEEP_SUPERVISED_ENV (JSON), so the supervisor's own Python does not run
@@ -35,11 +35,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from trtsweep.common.container import remove
+from trtsweep import runtime
 from trtsweep.common.fileio import atomic_write_text
 from trtsweep.common.lease import LeaseWatch
-from trtsweep.common.procs import die_with_parent, start_ticks
-from trtsweep.common.pyxis import cancel
+from trtsweep.common.procs import bound_child, start_ticks
 
 ENV_VAR = "TRTSWEEP_SUPERVISED_ENV"
 POLL_S = 0.5
@@ -92,8 +91,7 @@ def supervise(argv: list[str], state_file: Path, lease: Path | None, ttl_s: floa
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stopping.append("supervisor signalled"))
     me = os.getpid()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-                            preexec_fn=lambda: die_with_parent(me))  # fmt: skip
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env, **bound_child())
     record = {"pid": proc.pid, "start_ticks": start_ticks(proc.pid),
               "supervisor": {"pid": me, "start_ticks": start_ticks(me)}}  # fmt: skip
     atomic_write_text(server_file(state_file), json.dumps(record))
@@ -121,22 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease", type=Path)
     parser.add_argument("--ttl", type=float, default=30.0)
     parser.add_argument("--grace", type=float, default=STOP_GRACE_S)
-    parser.add_argument("--container", nargs=2, metavar=("DOCKER", "NAME"))
-    parser.add_argument("--step", nargs=2, metavar=("JOB", "NAME"))
+    parser.add_argument("--held", nargs=3, metavar=("KIND", "A", "B"), help="what its runtime leaves: trtsweep.runtime")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("the server's command line goes after --")
-    container, step = args.container, args.step
-
-    def leftover() -> None:
-        if container:
-            remove(*container)
-        if step:
-            cancel(*step)
-
-    return supervise(command, args.state, args.lease, args.ttl, args.grace, leftover)
+    return supervise(command, args.state, args.lease, args.ttl, args.grace, lambda: runtime.end(args.held))
 
 
 if __name__ == "__main__":

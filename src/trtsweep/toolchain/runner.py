@@ -1,14 +1,15 @@
-"""Running the build tools: natively (given python / trtllm-build paths) or in the TRT-LLM container with
-the docker CLI (``docker run --rm`` of an image, or ``docker exec`` into a running container).
+"""Running the build tools where their runtime runs them (trtsweep.runtime): natively (given python / trtllm-build
+paths), in the TRT-LLM container with the docker CLI (``docker run --rm`` of an image, or ``docker exec`` into a
+running container), or in the image as a Slurm step through pyxis.
 
 The tool's output goes to a log file (headed by the command line), never to the caller's stdout. The tool
 runs in its own process group (a timeout kills the whole tree) and dies with its caller: SIGTERM, SIGINT or
-SIGHUP to the caller stops the step - the group is killed and a ``docker run`` container (named: a killed docker
-CLI leaves its container running) is removed with ``docker rm -f`` - and then the signal goes on to the handler the
-caller had in place, if it has one of its own (a lane's: it ends and starts no further point); without one the step
-fails naming the signal. The kernel kills the tool if the caller is killed outright (PR_SET_PDEATHSIG). A ``docker
-run`` container left by a killed earlier run of the same artifact is removed before the step starts again (the
-caller holds the artifact's lock, so no live run owns it).
+SIGHUP to the caller stops the step - the group is killed and what its runtime left (a ``docker run`` container: a
+killed docker CLI leaves its container running; a pyxis step) is ended by name - and then the signal goes on to the
+handler the caller had in place, if it has one of its own (a lane's: it ends and starts no further point); without
+one the step fails naming the signal. The kernel kills the tool if the caller is killed outright (PR_SET_PDEATHSIG).
+What a killed earlier run of the same artifact left is ended before the step starts again (the caller holds the
+artifact's lock, so no live run owns it).
 Secrets (HF_TOKEN) travel by environment only: into the child's environment natively, as ``-e HF_TOKEN``
 (the name, docker reads the value from its own environment) for a container; their values are refused
 in an argv and scrubbed from the log.
@@ -27,13 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trtsweep.common import pyxis
-from trtsweep.common.container import fit_limits, remove, ulimit_args
-from trtsweep.common.mounts import container_volumes
-from trtsweep.common.procs import die_with_parent
+from trtsweep.common.procs import bound_child
 from trtsweep.errors import TrtsweepError
+from trtsweep.runtime import Launch, end, of
+from trtsweep.runtime import Runtime as Where
 
-KINDS = ("native", "container", pyxis.KIND)
 SECRET_ENV = ("HF_TOKEN",)
 MASK = "***"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -54,7 +53,7 @@ class Runtime:
     it (inside the container for ``container``). ``container``: a running container to ``docker exec``
     into (its paths must match the host's); else ``image`` is run with ``docker run --rm``, the paths it
     needs mounted at the same place. ``env``: environment variable names passed into the container. ``pyxis``: the
-    image run as a step of the lane's Slurm job through pyxis (common/pyxis.py), on the lane's GPUs, its whole
+    image run as a step of the lane's Slurm job through pyxis (runtime/pyxis.py), on the lane's GPUs, its whole
     environment exported."""
 
     kind: str = "native"
@@ -87,24 +86,16 @@ class Runtime:
             raise TrtsweepError(f"trtllm_dir: the TensorRT-LLM checkout (holding {relative}) is not set")
         return str(Path(self.trtllm_dir) / relative)
 
+    def where(self) -> Where:
+        """The runtime the tools run in (trtsweep.runtime)."""
+        return of(self.kind, image=self.image, docker_cli=self.docker, gpus=self.gpus,
+                          exec_into=self.container)  # fmt: skip
+
     def wrap(self, inner: Sequence[str], paths: Iterable[str], name: str) -> list[str]:
-        """``inner`` as this runtime runs it; ``paths`` are mounted for ``docker run``, named ``name``."""
-        if self.kind not in KINDS:
-            raise TrtsweepError(f"runtime {self.kind!r}: expected one of {KINDS}")
-        if self.kind == "native":
-            return list(inner)
-        if self.kind == pyxis.KIND:
-            paths = [p for p in [*paths, *self.mounts] if p]
-            return pyxis.srun_argv(self.image or "", name, paths, os.environ.get("SLURM_STEP_GPUS"), list(inner))
-        env = [arg for var in self.env for arg in ("-e", var)]
-        if self.container:
-            return [self.docker, "exec", *env, self.container, *inner]
-        if not self.image:
-            raise TrtsweepError("runtime container: set container_image (docker run) or container_name (docker exec)")
-        volumes = container_volumes([p for p in [*paths, *self.mounts] if p])
-        limits = fit_limits(self.docker, self.image).limits  # what the host allows of NVIDIA's memlock and stack
-        return [self.docker, "run", "--rm", "--name", name, "--gpus", self.gpus, "--ipc=host", *ulimit_args(limits),
-                *volumes, *env, self.image, *inner]  # fmt: skip
+        """``inner`` as this runtime runs it, named ``name``; ``paths`` (and the runtime's mounts) are mounted in an
+        image."""
+        mounted = tuple(dict.fromkeys(p for p in [*paths, *self.mounts] if p))
+        return self.where().command(Launch(list(inner), name, mounted, env=self.env))
 
 
 def _secrets(env: Mapping[str, str]) -> list[str]:
@@ -165,13 +156,11 @@ def _wait(proc: subprocess.Popen[bytes], timeout_s: float | None, noted: list[in
             raise _Stopped(f"timed out after {timeout_s:g} s")
 
 
-def _remove_container(runtime: Runtime, name: str | None) -> None:
-    """`docker rm -f` the step's ``docker run`` container (a ``docker exec`` runs in a container not ours); the
-    pyxis step of that name cancelled."""
-    if runtime.kind == "container" and not runtime.container and name:
-        remove(runtime.docker, name)
-    if runtime.kind == pyxis.KIND and name:
-        pyxis.cancel(pyxis.here()[0], name)
+def _end_left(tools: Runtime, name: str | None) -> None:
+    """What the tool's runtime left under ``name`` ended (its ``docker run`` container, its pyxis step; a ``docker
+    exec`` runs in a container not ours)."""
+    if name:
+        end(tools.where().held(name))
 
 
 def run(
@@ -187,16 +176,14 @@ def run(
     if any(secret in arg for secret in secrets for arg in argv):
         raise TrtsweepError(f"{tool}: a command line holds the value of {'/'.join(SECRET_ENV)}; pass it by environment")
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    _remove_container(runtime, name)  # left by a killed earlier run of this step
+    _end_left(runtime, name)  # left by a killed earlier run of this step
     start = time.monotonic()
     with log_file.open("w", encoding="utf-8") as log, _signals_noted() as noted:
         log.write(f"# {shlex.join(argv)}\n")
         log.flush()
-        me = os.getpid()
         try:
             proc = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env, start_new_session=True, pass_fds=tuple(keep_fds),
-                                    preexec_fn=lambda: die_with_parent(me))  # fmt: skip
+                                    env=env, pass_fds=tuple(keep_fds), **bound_child())  # fmt: skip
         except OSError as exc:
             raise TrtsweepError(f"{tool}: cannot start {argv[0]} ({exc.strerror})") from None
         try:
@@ -205,7 +192,7 @@ def run(
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            _remove_container(runtime, name)
+            _end_left(runtime, name)
             _scrub(log_file, secrets)
             raise TrtsweepError(f"{tool} {exc}; log: {log_file}") from None
     _scrub(log_file, secrets)

@@ -13,7 +13,7 @@ GPUs, and the image's value takes precedence over an exported one in pyxis: the 
   image's entrypoint off (`--no-container-entrypoint`: the tool is the command, as with `docker run --entrypoint`).
 - Processes: the step's tasks are slurmstepd's children, not the srun client's; `step_root` finds the task by its
   step environment (`SLURM_JOB_ID` and the step's name, `SLURM_JOB_NAME`): where the GPU check's walk starts.
-- `cancel`: the step ended by Slurm (`scancel JOB.STEP` of the step of that name), what `docker rm -f` is to the
+- `end`: the step ended by Slurm (`scancel JOB.STEP` of the step of that name), what `docker rm -f` is to the
   container runtime: every stop path ends with it (a killed srun client may leave its step running).
 """
 
@@ -21,13 +21,17 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from trtsweep.common.mounts import closure
 from trtsweep.common.procs import parent_pid
 from trtsweep.errors import TrtsweepError
+from trtsweep.runtime.base import Launch
 
 KIND = "pyxis"
 NOT_IN_STEP = ("runtime pyxis runs inside a lane's Slurm step (a sweep on an allocation: trtsweep_slurm in the "
@@ -106,7 +110,46 @@ def steps_named(job: str, name: str) -> list[str]:
     return [line.split()[0] for line in out.stdout.splitlines() if line.split()[1:] == [name]]
 
 
-def cancel(job: str, name: str) -> None:
+def root(job: str, name: str) -> int:
+    """Where the step's processes start (its task on this node); TrtsweepError when it runs none here."""
+    pid = step_root(job, name)
+    if pid is None:
+        raise TrtsweepError(f"the Slurm step {step_name(name)} (job {job}) runs no task here")
+    return pid
+
+
+def preflight(docker: str = "") -> str | None:
+    """What this host lacks for the runtime (a step of the run's job through pyxis's srun flags: srun, no docker)."""
+    if shutil.which("srun") is None:
+        return "runtime pyxis: srun not found on PATH (pyxis runs the image as a step of the run's Slurm job)"
+    return None
+
+
+def end(job: str, name: str) -> None:
     """The job's steps named `name` ended by Slurm (`scancel`); nothing when none runs."""
     for step in steps_named(job, name):
         subprocess.run(["scancel", step], capture_output=True, timeout=60, check=False)
+
+
+@dataclass
+class Pyxis:
+    """`image` as a step of the lane's job beside the lane's own step; a command given no GPUs gets the lane's (the
+    GPUs Slurm bound to the step it runs in, `SLURM_STEP_GPUS`)."""
+
+    image: str | None
+    kind: ClassVar[str] = KIND
+    in_image: ClassVar[bool] = True
+
+    def prepare(self) -> list[str]:
+        return []
+
+    def command(self, launch: Launch) -> list[str]:
+        devices = launch.devices if launch.devices is not None else os.environ.get("SLURM_STEP_GPUS")
+        return srun_argv(self.image or "", launch.name, launch.paths, devices, list(launch.argv))
+
+    def held(self, name: str) -> list[str] | None:
+        return [KIND, here()[0], name]
+
+    def record(self) -> dict[str, object]:
+        """The Slurm job its steps ran in (the limits are Slurm's, not ours)."""
+        return {"slurm_job": here()[0]}

@@ -1,5 +1,10 @@
-"""The container runtime beyond `docker run` itself: the limits a host allows, where a container's processes are,
-and removal by name.
+"""The container runtime: the command in its image with the docker CLI (`docker run --rm` of the image, or `docker exec`
+into a running container), the limits a host allows, where a container's processes are, and removal by name.
+
+- The command (`Docker.command`): `docker run --rm --name NAME --gpus G --ipc host --ulimit ... -v SRC:SRC ... -e VAR
+  IMAGE argv`; a server adds `--init` (its children reaped) and `--network host` (no --shm-size: the host's /dev/shm is
+  the container's, and podman refuses the pair). Its GPUs as a device request (`--gpus '"device=0,1"'`: docker reads
+  --gpus as one CSV record, the quotes keep the list one field), else the runtime's default (`all`).
 
 - Limits: NVIDIA's images are run with `--ulimit memlock=-1 --ulimit stack=67108864` (pinned host memory, deep
   stacks). Where the daemon may not raise a hard limit (rootless docker, many shared clusters' hosts) every such
@@ -7,33 +12,33 @@ and removal by name.
   throwaway container of the image with the limits asked; when the host refuses them, the container gets the host's
   hard limit instead, checked the same way, and a note says so (the point's record); refused even then: one line.
 - Processes: a container's processes are not descendants of the `docker run` CLI (docker: containerd-shim ->
-  docker-init -> server; podman: conmon -> podman-init -> server). `init_pid` is the host pid of the container's
-  init, where a walk of the server's processes (the GPU check) starts.
-- Removal: `remove` (`docker rm -f`, a no-op for a container that is gone) ends every stop path: the supervisor's
+  docker-init -> server; podman: conmon -> podman-init -> server). `root` is the host pid of the container's init,
+  where a walk of the server's processes (the GPU check) starts.
+- Removal: `end` (`docker rm -f`, a no-op for a container that is gone) ends every stop path: the supervisor's
   (server exited, lease lapsed, signalled), a stop from the lane or a later run, a lane's tool step.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import resource
 import secrets
+import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
+from trtsweep.common.mounts import container_volumes
 from trtsweep.errors import TrtsweepError
+from trtsweep.runtime.base import Launch, device_ids
+
+KIND = "container"
 
 # what NVIDIA's TensorRT-LLM and Triton containers are documented to run with (-1: unlimited)
 LIMITS: dict[str, int] = {"memlock": -1, "stack": 67108864}
 _RLIMITS = {"memlock": resource.RLIMIT_MEMLOCK, "stack": resource.RLIMIT_STACK}
 _MIB = 2**20
-
-
-def container_name(point_id: str, port: int) -> str:
-    """A server container's name: `docker ps` traces it to its point, and its port keeps it unique on the host."""
-    return f"trtsweep-{re.sub(r'[^A-Za-z0-9_.-]', '-', point_id)}-{port}"
 
 
 def ulimit_args(limits: Mapping[str, int]) -> list[str]:
@@ -116,6 +121,78 @@ def init_pid(docker: str, name: str) -> int | None:
     return int(pid) if out.returncode == 0 and pid.isdigit() and int(pid) > 0 else None
 
 
-def remove(docker: str, name: str) -> None:
+def root(docker: str, name: str) -> int:
+    """Where the container's processes start (its init's host pid); TrtsweepError when it is not running."""
+    pid = init_pid(docker, name)
+    if pid is None:
+        raise TrtsweepError(f"the container {name} is not running")
+    return pid
+
+
+def preflight(docker: str) -> str | None:
+    """What this host lacks for the runtime, in one line: the CLI, or a `docker` that is podman (or its docker shim:
+    podman ignores --gpus, it takes GPUs through CDI, --device nvidia.com/gpu=N); None when nothing."""
+    if shutil.which(docker) is None:
+        return f"runtime container: {docker} not found on PATH"
+    try:
+        out = subprocess.run([docker, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None  # a CLI that does not answer fails the point's start, in docker's own words
+    if not out.stdout.lower().startswith("podman"):
+        return None
+    return (f"runtime container: {docker} is {out.stdout.strip()}; trtsweep runs NVIDIA's images with docker "
+            "(podman ignores --gpus: it takes GPUs through CDI, --device nvidia.com/gpu=N)")  # fmt: skip
+
+
+def end(docker: str, name: str) -> None:
     """The container removed, running or not (`docker rm -f`; nothing when there is none of that name)."""
     subprocess.run([docker, "rm", "-f", name], capture_output=True, timeout=60, check=False)
+
+
+def run_argv(image: str, name: str, argv: Sequence[str], *, docker: str = "docker", gpus: str = "all",
+             limits: Mapping[str, int] = LIMITS, volumes: Sequence[str] = (), env: Sequence[str] = (),
+             server: bool = False) -> list[str]:  # fmt: skip
+    """`docker run --rm` of `argv` in `image` (the module's doc), `volumes` and `env` as docker arguments."""
+    return [
+        docker, "run", "--rm", *(["--init"] if server else []), "--name", name, "--gpus", gpus,
+        *(["--network", "host"] if server else []), "--ipc", "host", *ulimit_args(limits), *volumes, *env, image,
+        *argv,
+    ]  # fmt: skip
+
+
+@dataclass
+class Docker:
+    """`image` run with the `docker` CLI (`--gpus` defaults to `gpus`), or `exec_into` a running container (its paths
+    must match the host's); `limits`: the --ulimit values asked, lowered to what the host allows (`prepare`)."""
+
+    image: str | None
+    docker: str = "docker"
+    gpus: str = "all"
+    exec_into: str | None = None
+    limits: dict[str, int] = field(default_factory=lambda: dict(LIMITS))
+    kind: ClassVar[str] = KIND
+    in_image: ClassVar[bool] = True
+
+    def prepare(self) -> list[str]:
+        """The limits this host allows (one throwaway container per process and image); a note per limit lowered."""
+        return list(fit_limits(self.docker, self.image, self.limits).notes) if self.image and not self.exec_into else []
+
+    def command(self, launch: Launch) -> list[str]:
+        env = [arg for var in launch.env for arg in ("-e", var)]
+        if self.exec_into:
+            return [self.docker, "exec", *env, self.exec_into, *launch.argv]
+        if not self.image:
+            raise TrtsweepError("runtime container needs a container image: set container_image (docker run) or "
+                                "container_name (docker exec)")  # fmt: skip
+        ids = device_ids(launch.devices)
+        return run_argv(self.image, launch.name, launch.argv, docker=self.docker,
+                        gpus=self.gpus if ids is None else f'"device={",".join(ids)}"',
+                        limits=fit_limits(self.docker, self.image, self.limits).limits,
+                        volumes=container_volumes(launch.paths), env=env, server=launch.server)  # fmt: skip
+
+    def held(self, name: str) -> list[str] | None:
+        return None if self.exec_into or not name else [KIND, self.docker, name]
+
+    def record(self) -> dict[str, object]:
+        """The limits its containers get on this host (NVIDIA's, or what the host allows of them)."""
+        return {"limits": fit_limits(self.docker, self.image, self.limits).limits} if self.image else {}
