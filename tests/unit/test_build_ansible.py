@@ -36,7 +36,11 @@ def playbook_argv(fake: build_env.FakeTrtllm, tmp_path: Path, *extra: str) -> li
 
 
 def playbook_env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp")}
+    """The playbook's environment; its temporary files in the test's folder (TMPDIR: a module killed -9 leaves its
+    unpacked payload there, not in the machine's /tmp)."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
+            "TMPDIR": str(tmp_path / "tmp")}  # fmt: skip
 
 
 def playbook(fake: build_env.FakeTrtllm, tmp_path: Path, *extra: str) -> tuple[int, str]:
