@@ -261,9 +261,9 @@ def test_container_and_native_argv():
 
 def test_pyxis_runs_a_tool_in_its_image_as_a_step_on_the_lanes_gpus(tmp_path, monkeypatch):
     inner = ["trtllm-build", "--checkpoint_dir", "/cache/checkpoints/c", "--output_dir", "/cache/engines/e"]
-    for name, value in {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n1", "SLURM_STEP_ID": "0",
-                        "SLURM_STEP_GPUS": "4,5"}.items():  # fmt: skip
-        monkeypatch.setenv(name, value)  # inside the lane's step, bound GPUs 4 and 5
+    for name, value in {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n1", "SLURM_STEP_ID": "0", "SLURM_STEP_GPUS": "4,5",
+                        "CUDA_VISIBLE_DEVICES": "4,5"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)  # inside the lane's step, bound GPUs 4 and 5, which the lane gave the point
     monkeypatch.chdir(tmp_path)
     run = Runtime(kind="pyxis", image="nvcr.io/nvidia/tritonserver:24.07-trtllm-python-py3",
                   mounts=("/models",)).wrap(inner, ["/cache", "/cache"], "trtsweep-e")  # fmt: skip

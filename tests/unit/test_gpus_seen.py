@@ -44,6 +44,9 @@ class FakeNvml:
     def nvmlDeviceGetUUID(self, handle: int) -> str:
         return UUIDS[handle]
 
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> int:
+        return UUIDS.index(uuid)
+
     def nvmlDeviceGetName(self, handle: int) -> bytes:
         return b"NVIDIA H100 80GB HBM3"
 
@@ -82,6 +85,18 @@ def test_a_server_on_other_gpus_than_given_is_said_in_one_line():
     found = gpus_seen.seen(100, nvml=FakeNvml({0: [Proc(101, 2**30)]}), pids=lambda root: {root, 101})
     assert gpus_seen.mismatch([2], found) == f"its server runs on GPU(s) 0 ({UUIDS[0]}); it was given GPU(s) 2"
     assert gpus_seen.mismatch([2], []) == "its server runs on GPU(s) none; it was given GPU(s) 2"
+
+
+def test_gpus_given_by_uuid_are_checked_by_uuid_wherever_they_are_counted():
+    # a Slurm step that constrains devices counts its GPUs from 0: the lane gave the server its GPUs by UUID
+    nvml = FakeNvml({1: [Proc(101, 2**30)], 2: [Proc(102, 2**30), Proc(999, 2**30)]})
+    found = gpus_seen.seen(100, nvml=nvml, pids=lambda root: {root, 101, 102})
+    assert gpus_seen.mismatch([UUIDS[2], UUIDS[1]], found) is None
+    assert gpus_seen.mismatch([UUIDS[1]], found) == (f"its server runs on GPU(s) 1 ({UUIDS[1]}), 2 ({UUIDS[2]}); it "
+                                                     f"was given GPU(s) {UUIDS[1]}")  # fmt: skip
+    assert gpus_seen.others_on([UUIDS[2], UUIDS[1]], 100, nvml=nvml, pids=lambda root: {root, 101, 102}) == {
+        UUIDS[2]: [999]}  # fmt: skip
+    assert gpus_seen.uuids([2, 0], nvml=nvml) == [UUIDS[2], UUIDS[0]]
 
 
 def test_without_nvml_there_is_nothing_to_check():

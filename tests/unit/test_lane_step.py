@@ -11,7 +11,7 @@ import pytest
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.lane.spec import HostSpec
-from trtsweep.lane.step import lane_argv, lost_cause, on_step_gpus, step_argv, step_gpus
+from trtsweep.lane.step import lane_argv, lost_cause, on_step_gpus, step_argv, step_devices, step_gpus
 
 LANE = {"name": "n1-0", "host": "n1", "gpus": [4, 5], "ports": {},
         "points": [{"id": "a", "gpus": [4], "visible_devices": "4"}, {"id": "b", "gpus": [4, 5]}]}  # fmt: skip
@@ -40,13 +40,41 @@ def test_a_lanes_step_takes_its_share_of_the_cpus_the_job_holds_on_the_node():
     assert "--cpus-per-task" not in " ".join(lane_argv(spec("77"), Path("/s"), LANE))  # not known: Slurm's default
 
 
-def test_a_lanes_points_move_onto_the_gpus_its_step_was_bound():
-    moved = on_step_gpus(LANE, [1, 0])
-    assert moved["gpus"] == [0, 1]
-    assert [(p["gpus"], p["visible_devices"]) for p in moved["points"]] == [([0], "0"), ([0, 1], "0,1")]
+def test_a_lanes_points_move_onto_the_gpus_its_step_was_bound_and_are_given_them_by_their_names_there():
+    moved = on_step_gpus(LANE, {3: "GPU-d", 2: "GPU-c"})  # bound the node's GPUs 2 and 3
+    assert moved["gpus"] == [2, 3]
+    assert [(p["gpus"], p["visible_devices"], p["gpu_names"]) for p in moved["points"]] == [
+        ([2], "GPU-c", ["GPU-c"]), ([2, 3], "GPU-c,GPU-d", ["GPU-c", "GPU-d"])]  # fmt: skip
     assert on_step_gpus(LANE, None) is LANE  # not in a step: as planned
     with pytest.raises(TrtsweepError, match=r"^lane n1-0: its step was bound GPU\(s\) \[3\], it needs 2$"):
-        on_step_gpus(LANE, [3])
+        on_step_gpus(LANE, {3: "3"})
+
+
+# Slurm's two lists for a step bound the node's GPUs 2 and 3 (slurm gres_common.c: CUDA_VISIBLE_DEVICES counts from 0
+# where cgroup.conf says ConstrainDevices=yes, the step's cgroup holding its GPUs alone)
+FREE = {"SLURM_STEP_ID": "1", "SLURM_STEP_GPUS": "2,3", "CUDA_VISIBLE_DEVICES": "2,3"}
+CONSTRAINED = {**FREE, "CUDA_VISIBLE_DEVICES": "0,1"}
+
+
+def test_without_nvml_a_steps_gpus_are_named_as_slurm_names_them_to_cuda_in_the_step():
+    def no_nvml(indices: list[int]) -> None:
+        return None
+
+    assert step_devices(FREE, no_nvml) == {2: "2", 3: "3"}
+    assert step_devices(CONSTRAINED, no_nvml) == {2: "0", 3: "1"}  # CUDA in the step counts its two GPUs from 0
+    assert step_devices({"CUDA_VISIBLE_DEVICES": "0"}, no_nvml) is None  # not in a step
+
+
+def test_with_nvml_a_steps_gpus_are_named_by_uuid_which_holds_in_every_runtime():
+    asked: list[list[int]] = []
+
+    def nvml(indices: list[int]) -> list[str]:  # NVML in the step counts as CUDA there does
+        asked.append(indices)
+        return [f"GPU-{i}{i}" for i in indices]
+
+    assert step_devices(CONSTRAINED, nvml) == {2: "GPU-00", 3: "GPU-11"}
+    assert step_devices(FREE, nvml) == {2: "GPU-22", 3: "GPU-33"}
+    assert asked == [[0, 1], [2, 3]]
 
 
 def test_the_steps_gpus_are_slurms_inside_a_step_only():

@@ -85,14 +85,16 @@ def test_what_docker_holds_is_found_and_ended_by_name_through_the_seam(tmp_path)
     assert calls(log)[-2:] == [["inspect", "-f", "{{.State.Pid}}", "trtsweep-p-8000"], ["rm", "-f", "trtsweep-p-8000"]]
 
 
-def test_pyxis_gives_a_command_without_gpus_the_lanes_own(monkeypatch, tmp_path):
-    for name, value in {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n1", "SLURM_STEP_ID": "0",
-                        "SLURM_STEP_GPUS": "4,5"}.items():  # fmt: skip
-        monkeypatch.setenv(name, value)
+def test_pyxis_gives_a_command_without_gpus_the_points_as_the_lane_named_them(monkeypatch, tmp_path):
+    for name, value in {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n1", "SLURM_STEP_ID": "0", "SLURM_STEP_GPUS": "4,5",
+                        "CUDA_VISIBLE_DEVICES": "GPU-e,GPU-f"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)  # the lane's step holds the node's GPUs 4 and 5; the point runs on both
     monkeypatch.chdir(tmp_path)
     where = runtime.of("pyxis", image=IMAGE)
     argv = where.command(Launch(["trtllm-build"], "trtsweep-e", (str(tmp_path),)))
-    assert argv[argv.index("--no-container-entrypoint") + 1 :] == ["env", "CUDA_VISIBLE_DEVICES=4,5", "trtllm-build"]
+    # by UUID: the overlapping step counts the job's GPUs on the node, not the lane's step's
+    after = argv[argv.index("--no-container-entrypoint") + 1 :]
+    assert after == ["env", "CUDA_VISIBLE_DEVICES=GPU-e,GPU-f", "trtllm-build"]
     assert where.held("trtsweep-e") == ["pyxis", "7", "trtsweep-e"] and where.record() == {"slurm_job": "7"}
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,10 +74,13 @@ def _yaml(data: dict[str, Any]) -> str:
     return yaml.safe_dump(data, sort_keys=True, indent=2, default_flow_style=False)
 
 
-def starts(plan: Layout, base: dict[str, Any], point_dir: Path, run_dir: Path,
-           results: Path) -> tuple[list[server_group.WorkerStart], server_group.ProxyStart]:  # fmt: skip
+def starts(
+    plan: Layout, base: dict[str, Any], point_dir: Path, run_dir: Path, results: Path,
+    names: Mapping[int, Any] | None = None,
+) -> tuple[list[server_group.WorkerStart], server_group.ProxyStart]:  # fmt: skip
     """Every member's start from the point's server parameters (`base`: PointRun.server_params), with the files
-    they read written to `point_dir` (and copied to `results`)."""
+    they read written to `point_dir` (and copied to `results`); a worker's GPUs given by their `names` (the node's
+    index -> the name that holds where the point runs: lane/step.py), else by index."""
     out = []
     for worker in plan.workers:
         options = point_dir / f"llm_api_options_{worker.name}.yml"
@@ -86,7 +90,7 @@ def starts(plan: Layout, base: dict[str, Any], point_dir: Path, run_dir: Path,
                   "tp": worker.tp, "pp": worker.pp, "ep": None, "flags": worker.flags}  # fmt: skip
         name = f"{base['container_name']}-{worker.name}" if base.get("container_name") else None
         params = {**base, "container_name": name, "http_port": worker.port,
-                  "visible_devices": ",".join(map(str, worker.gpus)) or None,
+                  "visible_devices": ",".join(str((names or {}).get(g, g)) for g in worker.gpus) or None,
                   "log_file": str(results / f"{worker.name}.log"), "openai": openai}  # fmt: skip
         out.append(server_group.WorkerStart(worker.name, worker.role, list(worker.gpus), from_params(params)))
     config = point_dir / PROXY_CONFIG

@@ -535,7 +535,7 @@ class PointRun(PointStages):
             "expect_server_id": None if self.p.get("disaggregated") else self.made.server_id,
             "server_metrics_url": f"http://{self.address}:{self._metrics_port()}/metrics",
             # what the point's GPUs do during each level (NVML on this host; none on a CPU point)
-            "gpu_telemetry": list(self.p.get("gpus") or []) or None,
+            "gpu_telemetry": self.gpu_names or None,
             # the servers' process roots: any other process on the point's GPUs during a level is named there
             "gpu_owner_pids": self._server_roots() if self.p.get("gpus") else None,
         }  # fmt: skip
@@ -623,7 +623,9 @@ class PointRun(PointStages):
         self.step = "start the disaggregated workers"
         plan = lane_disagg.layout(self.p, self.llm_api(), str(self.s["trtsweep_triton_bind_address"]))
         paths = self.paths
-        workers, proxy = lane_disagg.starts(plan, self.server_params(), paths.point_dir, paths.run_dir, paths.results)
+        names = dict(zip(self.p.get("gpus") or [], self.gpu_names, strict=True))
+        workers, proxy = lane_disagg.starts(plan, self.server_params(), paths.point_dir, paths.run_dir, paths.results,
+                                            names)  # fmt: skip
         self._stop_group()  # a group this run left in its own directory (never another run's)
         timeout = float(self.s["triton_serve_ready_timeout"])
         group = None
@@ -637,7 +639,8 @@ class PointRun(PointStages):
                 self.made.server_id = group.model_id
                 for member in group.members:
                     if member.role != "proxy":
-                        self._check_gpus(group.state(member), member.gpus, f"server_gpus_{member.name}.json")
+                        given = [names.get(g, g) for g in member.gpus]
+                        self._check_gpus(group.state(member), given, f"server_gpus_{member.name}.json")
                 self._enter("benchmark")
                 ready = group
                 self._benchmark(lambda: server_group.gone(ready), lambda: server_group.first_gone_log(ready), perf)
@@ -659,7 +662,13 @@ class PointRun(PointStages):
             Path(member.state_file).unlink(missing_ok=True)
         self.group_file.unlink()
 
-    def _check_gpus(self, state: ServerState, given: list[int] | None = None, name: str = "server_gpus.json") -> None:
+    @property
+    def gpu_names(self) -> list[Any]:
+        """The point's GPUs as its commands were given them: the node's indices, or in a Slurm step the names that
+        hold there (lane/step.py: UUIDs, or the step's own indices)."""
+        return list(self.p.get("gpu_names") or self.p.get("gpus") or [])
+
+    def _check_gpus(self, state: ServerState, given: list[Any] | None = None, name: str = "server_gpus.json") -> None:
         """The ready server runs on exactly its GPUs (the point's, or a disaggregated worker's `given`; as NVML sees
         its process tree: from its container's init in the container runtime), and nothing else does (another user's
         job, another controller's server), recorded in the point's results as `name` (index, UUID, name, memory;
@@ -667,7 +676,7 @@ class PointRun(PointStages):
         (trtsweep_gpus: they are not the driver's)."""
         from trtsweep.serve import gpus_seen, server
 
-        given = list(self.p.get("gpus") or []) if given is None else given
+        given = self.gpu_names if given is None else given
         if not given or self.s.get("trtsweep_gpus") is not None:
             return
         try:

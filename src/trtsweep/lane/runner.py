@@ -40,7 +40,7 @@ from trtsweep.common.procs import die_with_parent, start_ticks
 from trtsweep.lane import claim, journal
 from trtsweep.lane.point import PointRun
 from trtsweep.lane.spec import HostSpec
-from trtsweep.lane.step import lane_argv, lost_cause, on_step_gpus, step_gpus, step_record
+from trtsweep.lane.step import lane_argv, lost_cause, on_step_gpus, step_devices, step_record
 from trtsweep.serve import supervisor
 
 POLL_S = 0.5
@@ -79,7 +79,7 @@ def _failed_at_preflight(point: dict, why: str) -> dict:
 def run_lane(spec: HostSpec, name: str) -> int:
     """Run the lane's points one after the other, journaling each; start none once the lease lapsed or a stop signal
     came."""
-    lane = on_step_gpus(spec.lane(name), step_gpus())
+    lane = on_step_gpus(spec.lane(name), step_devices())
     path = spec.journal(name)
     host = lane.get("host") or socket.gethostname()
     watch = LeaseWatch(spec.lease_file, float(spec.settings["trtsweep_server_lease_ttl"]))

@@ -4,7 +4,11 @@ spec names no job) a lane is the host's own process, as before.
 
 A step asks for the lane's GPU count (`--gres=gpu:K`) and Slurm picks which of the job's GPUs on the node: the lane
 moves its points onto them (`on_step_gpus`, the planned GPUs taken in order), so the server is given, and checked
-against, what Slurm bound.
+against, what Slurm bound. Slurm names them twice in the step: SLURM_STEP_GPUS by their index on the node, and
+CUDA_VISIBLE_DEVICES as CUDA in the step counts them: the same indices, or, where the site constrains devices
+(cgroup.conf ConstrainDevices=yes: the step's cgroup holds only its GPUs), 0, 1, ... again. The points keep the node's
+indices (their records, placement) and are given their GPUs by a name that holds in every runtime (`step_devices`):
+the UUID, where NVML answers in the step, else Slurm's CUDA_VISIBLE_DEVICES entry.
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from trtsweep.errors import TrtsweepError
 from trtsweep.lane.spec import HostSpec
+from trtsweep.serve import gpus_seen
 
 # slurmstepd's word on a step it ended, in the step's output: "*** STEP 12.0 ON n1 CANCELLED AT <time> ***", "*** JOB
 # 12 ON n1 CANCELLED AT <time> DUE TO TIME LIMIT ***", "... DUE TO PREEMPTION ***", "... DUE TO NODE FAILURE ..."
@@ -62,24 +67,42 @@ def lane_argv(spec: HostSpec, spec_file: Path, lane: dict) -> list[str]:
     return step_argv(str(job), lane["host"], len(lane.get("gpus") or []), name, argv, cpus)
 
 
-def on_step_gpus(lane: dict, bound: list[int] | None) -> dict:
-    """The lane with its points' GPUs moved onto those Slurm bound to its step (`bound`, in order; None: not in a
-    step), the lane's planned GPUs taken in the same order."""
+def step_devices(
+    environ: Mapping[str, str] | None = None, uuids: Callable[[list[int]], list[str] | None] = gpus_seen.uuids
+) -> dict[int, str] | None:
+    """Each GPU Slurm bound to the step this process runs in, by its index on the node (SLURM_STEP_GPUS) -> the name a
+    command is given it by: its UUID where NVML answers (`uuids` of CUDA_VISIBLE_DEVICES's entries: in the step NVML
+    counts as CUDA does, the step's own GPUs alone where devices are constrained), else Slurm's CUDA_VISIBLE_DEVICES
+    entry at the same place (Slurm writes both lists in one pass over the step's GPUs). None outside a step."""
+    env = os.environ if environ is None else environ
+    bound = step_gpus(env)
+    if bound is None:
+        return None
+    local = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if len(local) != len(bound) or not all(d.isdigit() for d in local):
+        local = [str(g) for g in bound]
+    named = uuids([int(d) for d in local]) if bound else None
+    return dict(zip(bound, named or local, strict=True))
+
+
+def on_step_gpus(lane: dict, devices: Mapping[int, str] | None) -> dict:
+    """The lane with its points' GPUs moved onto those Slurm bound to its step (`devices`: `step_devices`; None: not in
+    a step), the lane's planned GPUs taken in the same order: the node's indices in `gpus`, their names for the
+    commands in `visible_devices` (and, in order, `gpu_names`)."""
     planned = sorted(lane.get("gpus") or [])
-    if bound is None or not planned:
+    if devices is None or not planned:
         return lane
+    bound = sorted(devices)
     if len(bound) != len(planned):
         raise TrtsweepError(f"lane {lane['name']}: its step was bound GPU(s) {bound}, it needs {len(planned)}")
-    moved = dict(zip(planned, sorted(bound), strict=True))
-    points = [
-        {
-            **p,
-            "gpus": [moved[g] for g in p.get("gpus") or []],
-            "visible_devices": ",".join(str(moved[g]) for g in p.get("gpus") or []),
-        }
-        for p in lane["points"]
-    ]
-    return {**lane, "gpus": [moved[g] for g in planned], "points": points}
+    moved = dict(zip(planned, bound, strict=True))
+
+    def on_step(point: dict) -> dict:
+        gpus = [moved[g] for g in point.get("gpus") or []]
+        names = [devices[g] for g in gpus]
+        return {**point, "gpus": gpus, "visible_devices": ",".join(names), "gpu_names": names}
+
+    return {**lane, "gpus": [moved[g] for g in planned], "points": [on_step(p) for p in lane["points"]]}
 
 
 def step_record(point: dict) -> dict:
@@ -92,7 +115,9 @@ def step_record(point: dict) -> dict:
     names = {"job_id": "SLURM_JOB_ID", "step_id": "SLURM_STEP_ID", "node": "SLURMD_NODENAME",
              "partition": "SLURM_JOB_PARTITION", "account": "SLURM_JOB_ACCOUNT",
              "cpus": "SLURM_CPUS_PER_TASK"}  # fmt: skip
-    return {"gpus": list(point.get("gpus") or []), "slurm": {key: env.get(var) for key, var in names.items()}}
+    slurm = {key: env.get(var) for key, var in names.items()}
+    # the names its commands were given the GPUs by (UUIDs, or the step's own indices where devices are constrained)
+    return {"gpus": list(point.get("gpus") or []), "slurm": {**slurm, "devices": point.get("gpu_names")}}
 
 
 def job_state(job_id: str) -> str:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trtsweep.common.gpus import Gpu
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf import export
 from trtsweep.perf.benchmark import BenchmarkConfig, LevelReport, run
@@ -55,8 +56,8 @@ def count(minimum: int) -> Any:
     return parse
 
 
-def gpu_indices(text: str) -> list[int]:
-    """An argparse type: --gpu-telemetry's GPU indices."""
+def gpu_indices(text: str) -> list[Gpu]:
+    """An argparse type: --gpu-telemetry's GPU indices or UUIDs."""
     try:
         return parse_gpus(text)
     except TrtsweepError as exc:
@@ -326,8 +327,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--gpu-telemetry", type=gpu_indices, default=[], metavar="GPUS",
-        help="GPUs of this host (nvidia-smi indices, e.g. 0,1) sampled through NVML during each level: utilization, "
-        "peak memory, power, energy, SM clock (the summary's gpu_telemetry; none without NVML, said once)",
+        help="GPUs of this host (nvidia-smi indices, e.g. 0,1, or UUIDs) sampled through NVML during each level: "
+        "utilization, peak memory, power, energy, SM clock (the summary's gpu_telemetry; none without NVML, said once)",
     )  # fmt: skip
     p.add_argument(
         "--gpu-telemetry-interval", type=seconds(False), default=0.5, metavar="S", help="seconds between GPU samples"

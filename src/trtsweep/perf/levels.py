@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trtsweep.common.gpus import Gpu
 from trtsweep.errors import TrtsweepError
 from trtsweep.perf.conversations import ConversationSpec
 from trtsweep.perf.dataset import SyntheticSpec
@@ -39,8 +40,8 @@ class BenchmarkConfig:
     export_file: Path | None = None
     scorer: str | None = None
     server_metrics_url: str | None = None
-    # --gpu-telemetry: the GPUs (NVML indices) sampled during each level, every gpu_telemetry_interval_s
-    gpu_telemetry: list[int] = field(default_factory=list)
+    # --gpu-telemetry: the GPUs (NVML indices or UUIDs) sampled during each level, every gpu_telemetry_interval_s
+    gpu_telemetry: list[Gpu] = field(default_factory=list)
     gpu_telemetry_interval_s: float = 0.5
     # --gpu-owner-pids: the servers' process roots; any other process on those GPUs during a level is named
     gpu_owner_pids: list[int] = field(default_factory=list)

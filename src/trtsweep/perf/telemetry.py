@@ -34,7 +34,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trtsweep.errors import TrtsweepError
+from trtsweep.common.gpus import Gpu, parse
+from trtsweep.common.gpus import handle as nvml_handle
 from trtsweep.serve import gpus_seen
 
 # One sample: per GPU, NVML's raw answers (None where NVML has none): gpu_util_pct, memory_used_bytes, power_mw,
@@ -46,15 +47,9 @@ MIB = 2**20
 DEFAULT_INTERVAL_S = 0.5
 
 
-def parse_gpus(text: str) -> list[int]:
-    """`--gpu-telemetry`'s value: comma-separated GPU indices ("0,1")."""
-    try:
-        gpus = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError as exc:
-        raise TrtsweepError(f"--gpu-telemetry: expected GPU indices like 0,1; got {text!r}") from exc
-    if not gpus or any(g < 0 for g in gpus) or len(set(gpus)) != len(gpus):
-        raise TrtsweepError(f"--gpu-telemetry: expected distinct GPU indices >= 0 like 0,1; got {text!r}")
-    return gpus
+def parse_gpus(text: str) -> list[Gpu]:
+    """`--gpu-telemetry`'s value: comma-separated GPU indices or UUIDs ("0,1"; common/gpus.py)."""
+    return parse(text, "--gpu-telemetry")
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -62,8 +57,8 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-def summarize(gpus: Sequence[int], names: Sequence[str], samples: Sequence[tuple[float, list[Answers]]],
-              others: dict[int, set[int]] | None = None) -> dict:  # fmt: skip
+def summarize(gpus: Sequence[Gpu], names: Sequence[str], samples: Sequence[tuple[float, list[Answers]]],
+              others: dict[Gpu, set[int]] | None = None) -> dict:  # fmt: skip
     """The level's `gpu_telemetry` from its samples ((monotonic seconds, per GPU answers), in time order) and the
     foreign processes seen on each GPU (`others`: None when not looked for)."""
     every = [answers for _, per_gpu in samples for answers in per_gpu]
@@ -105,14 +100,14 @@ def _energy_j(samples: Sequence[tuple[float, list[Answers]]], window: float, pow
 class Sampler:
     """Samples `read` every `interval_s` from a thread between `start()` and `stop()`."""
 
-    gpus: list[int]
+    gpus: list[Gpu]
     names: list[str]
     read: Reader
     interval_s: float = DEFAULT_INTERVAL_S
     # GPU index -> the compute processes on it that are not the servers' (None: not looked for)
-    foreign: Callable[[], dict[int, list[int]]] | None = None
+    foreign: Callable[[], dict[Gpu, list[int]]] | None = None
     samples: list[tuple[float, list[Answers]]] = field(default_factory=list)
-    others: dict[int, set[int]] = field(default_factory=dict)
+    others: dict[Gpu, set[int]] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -140,7 +135,7 @@ class Sampler:
         return summarize(self.gpus, self.names, self.samples, self.others if self.foreign is not None else None)
 
 
-def nvml_sampler(gpus: list[int], interval_s: float = DEFAULT_INTERVAL_S,
+def nvml_sampler(gpus: list[Gpu], interval_s: float = DEFAULT_INTERVAL_S,
                  owners: Sequence[int] = ()) -> tuple[Sampler | None, str | None]:  # fmt: skip
     """(a sampler of these GPUs through NVML, None) or (None, why there is none: no pynvml, no driver, no such GPU);
     `owners`: the servers' process roots, whose trees' processes on the GPUs are theirs (the others are foreign)."""
@@ -151,10 +146,10 @@ def nvml_sampler(gpus: list[int], interval_s: float = DEFAULT_INTERVAL_S,
     try:
         pynvml.nvmlInit()
         count = pynvml.nvmlDeviceGetCount()
-        missing = [g for g in gpus if g >= count]
+        missing = [g for g in gpus if isinstance(g, int) and g >= count]
         if missing:
             return None, f"no GPU {missing[0]} on this host (NVML sees {count})"
-        handles = [pynvml.nvmlDeviceGetHandleByIndex(g) for g in gpus]
+        handles = [nvml_handle(pynvml, g) for g in gpus]
         names = [str(pynvml.nvmlDeviceGetName(h)) for h in handles]
     except pynvml.NVMLError as exc:
         return None, f"no NVML: {exc}"
@@ -179,7 +174,7 @@ def nvml_sampler(gpus: list[int], interval_s: float = DEFAULT_INTERVAL_S,
             })  # fmt: skip
         return out
 
-    def foreign() -> dict[int, list[int]]:
+    def foreign() -> dict[Gpu, list[int]]:
         ours = set().union(*(gpus_seen.tree(root) for root in owners))
         try:
             return gpus_seen.foreign(pynvml, gpus, handles, ours)

@@ -133,8 +133,8 @@ def end(job: str, name: str) -> None:
 
 @dataclass
 class Pyxis:
-    """`image` as a step of the lane's job beside the lane's own step; a command given no GPUs gets the lane's (the
-    GPUs Slurm bound to the step it runs in, `SLURM_STEP_GPUS`)."""
+    """`image` as a step of the lane's job beside the lane's own step; a command given no GPUs gets the point's, as the
+    lane gave them to this process (CUDA_VISIBLE_DEVICES: UUIDs, or Slurm's names in the lane's step)."""
 
     image: str | None
     kind: ClassVar[str] = KIND
@@ -144,7 +144,7 @@ class Pyxis:
         return []
 
     def command(self, launch: Launch) -> list[str]:
-        devices = launch.devices if launch.devices is not None else os.environ.get("SLURM_STEP_GPUS")
+        devices = launch.devices if launch.devices is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
         return srun_argv(self.image or "", launch.name, launch.paths, devices, list(launch.argv))
 
     def held(self, name: str) -> list[str] | None:

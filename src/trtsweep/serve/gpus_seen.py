@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from trtsweep.common.gpus import Gpu, handle
 from trtsweep.common.procs import parent_pid
 
 MIB = 2**20
@@ -85,27 +86,35 @@ def seen(root: int, nvml: Any | None = None, pids: Callable[[int], set[int]] = t
         return found
 
 
-def others_on(given: Iterable[int], root: int, nvml: Any | None = None,
-              pids: Callable[[int], set[int]] = tree) -> dict[int, list[int]]:  # fmt: skip
-    """GPU index -> the compute processes on it that are not the server's tree of `root` (another user's job,
-    another controller's server), for the GPUs `given`; {} without NVML or when there are none."""
+def others_on(given: Iterable[Gpu], root: int, nvml: Any | None = None,
+              pids: Callable[[int], set[int]] = tree) -> dict[Gpu, list[int]]:  # fmt: skip
+    """GPU (index or UUID) -> the compute processes on it that are not the server's tree of `root` (another user's
+    job, another controller's server), for the GPUs `given`; {} without NVML or when there are none."""
     with _session(nvml) as session:
         if session is None:
             return {}
-        indices = sorted(set(given))
-        return foreign(session, indices, [session.nvmlDeviceGetHandleByIndex(i) for i in indices], pids(root))
+        gpus = sorted(set(given), key=str)
+        return foreign(session, gpus, [handle(session, g) for g in gpus], pids(root))
 
 
-def foreign(session: Any, indices: Iterable[int], handles: Iterable[Any], ours: set[int]) -> dict[int, list[int]]:
-    """GPU index -> its compute processes not in `ours`, over NVML handles of an initialised `session`."""
+def foreign(session: Any, gpus: Iterable[Gpu], handles: Iterable[Any], ours: set[int]) -> dict[Gpu, list[int]]:
+    """GPU -> its compute processes not in `ours`, over NVML handles of an initialised `session`."""
     out = {}
-    for index, handle in zip(indices, handles, strict=True):
-        if others := sorted(p.pid for p in session.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid not in ours):
-            out[index] = others
+    for gpu, found in zip(gpus, handles, strict=True):
+        if others := sorted(p.pid for p in session.nvmlDeviceGetComputeRunningProcesses(found) if p.pid not in ours):
+            out[gpu] = others
     return out
 
 
-def foreign_line(others: dict[int, list[int]], proc: Path = Path("/proc")) -> str | None:
+def uuids(indices: Iterable[int], nvml: Any | None = None) -> list[str] | None:
+    """The UUIDs of the GPUs NVML counts as `indices` here, in their order; None without NVML."""
+    with _session(nvml) as session:
+        if session is None:
+            return None
+        return [_text(session.nvmlDeviceGetUUID(session.nvmlDeviceGetHandleByIndex(i))) for i in indices]
+
+
+def foreign_line(others: dict[Gpu, list[int]], proc: Path = Path("/proc")) -> str | None:
     """One line naming what else runs on the point's GPUs (None when nothing does)."""
     if not others:
         return None
@@ -121,10 +130,12 @@ def foreign_line(others: dict[int, list[int]], proc: Path = Path("/proc")) -> st
     return f"the point's GPUs are also in use: {used}; a measurement on shared GPUs is not the configuration's"
 
 
-def mismatch(given: Iterable[int], found: list[dict[str, Any]]) -> str | None:
-    """One line when the server's GPUs are not exactly the given ones (None when they are)."""
-    want, have = sorted(set(given)), sorted(g["index"] for g in found)
-    if want == have:
+def mismatch(given: Iterable[Gpu], found: list[dict[str, Any]]) -> str | None:
+    """One line when the server's GPUs are not exactly the given ones, by index or by UUID as given (None when they
+    are)."""
+    want = sorted(set(given), key=str)
+    key = "uuid" if any(isinstance(g, str) for g in want) else "index"
+    if set(want) == {g[key] for g in found}:
         return None
     where = ", ".join(f"{g['index']} ({g['uuid']})" for g in found) or "none"
     return f"its server runs on GPU(s) {where}; it was given GPU(s) {', '.join(map(str, want)) or 'none'}"

@@ -71,6 +71,13 @@ def nvmlDeviceGetUUID(handle: int) -> str:
     return f"GPU-0000000{handle}"
 
 
+def nvmlDeviceGetHandleByUUID(uuid: str) -> int:
+    found = [i for i in range(_count()) if nvmlDeviceGetUUID(i) == uuid]
+    if not found:
+        raise NVMLError(f"NVML double: no GPU {uuid}")
+    return found[0]
+
+
 def nvmlDeviceGetName(handle: int) -> str:
     return "NVIDIA H100 80GB HBM3"
 
@@ -107,7 +114,7 @@ def nvmlDeviceGetComputeRunningProcesses(handle: int) -> list[_Process]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             given, argv = _given(entry.name)
-            if str(handle) in given and _is_server(argv):
+            if {str(handle), nvmlDeviceGetUUID(handle)} & given and _is_server(argv):  # by index or by UUID
                 out.append(_Process(int(entry.name), 512 * 2**20))
     return out
 
