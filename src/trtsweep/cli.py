@@ -167,7 +167,8 @@ def _run(args: argparse.Namespace) -> None:
     pointer = Path(tempfile.mkstemp(prefix="trtsweep-events-")[1])
     env = {**os.environ, "TRTSWEEP_EVENTS_POINTER": str(pointer)}
     print(f"ansible-playbook output: {log_path}", flush=True)
-    with open(log_path, "w") as log:
+    with open(log_path, "w") as log, contextlib.ExitStack() as cleanup:
+        cleanup.callback(pointer.unlink, missing_ok=True)
         playbook = Playbook(argv, log, env)
         shown = 0
         while True:
@@ -182,7 +183,6 @@ def _run(args: argparse.Namespace) -> None:
             if rc is not None:
                 break
             time.sleep(args.interval)
-    pointer.unlink(missing_ok=True)
     tail = log_path.read_text(errors="replace").splitlines()[-25:]
     print("\n".join(tail))
     if rc != 0:

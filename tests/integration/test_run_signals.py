@@ -30,7 +30,9 @@ def start_run(tmp_path: Path) -> subprocess.Popen[bytes]:
     extravars = write_run(tmp_path, "signals", LOAD_S, TTL_S)
     argv = [str(Path(sys.executable).parent / "trtsweep"), "run", "--log", str(tmp_path / "run.log"), "--interval",
             "0.5", "--", "sweep.yml", "-e", f"@{extravars}"]  # fmt: skip
-    return subprocess.Popen(argv, cwd=ROOT, env=playbook_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (tmp_path / "tmp").mkdir()  # its temporary files (kill -9 leaves the events pointer) in the test's folder
+    return subprocess.Popen(argv, cwd=ROOT, env={**playbook_env(), "TMPDIR": str(tmp_path / "tmp")},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
 
 @pytest.mark.e2e

@@ -12,7 +12,7 @@ root can reach) and touches nothing in /etc, /run or /var: Debian 12's slurmctld
 - ``slurm.conf``: cluster ``trtsweep-test``, slurmctld on localhost, free loopback ports for slurmctld and each node,
   state in ``state/``, each node's spool, pid and log file through ``%n`` (``spool-n1/``, ``slurmd-n1.pid``,
   ``slurmd-n1.log``), ``SlurmdParameters=config_overrides`` (a node may declare more CPUs than the machine has),
-  proctrack/linuxproc and task/none (no cgroup.conf), select/cons_tres with CR_Core, ``GresTypes=gpu``,
+  proctrack/linuxproc and task/cgroup, select/cons_tres with CR_Core, ``GresTypes=gpu``,
   ``ReturnToService=2``, jobcomp/filetxt into ``jobcomp.txt``, accounting through the bed's slurmdbd
   (``AccountingStoragePass=<bed>/munge.socket``: its connection's munge socket; ``AccountingStorageTRES=gres/gpu``,
   so that sacct's AllocTRES counts GPUs), short timeouts,
@@ -20,9 +20,13 @@ root can reach) and touches nothing in /etc, /run or /var: Debian 12's slurmctld
   ``127.0.0.1`` (Debian's build has --enable-multiple-slurmd), each with ``Gres=gpu:<gpus_per_node>``. The
   stackable-plugin config is ``plugstack.conf`` next to slurm.conf (the pyxis double alone, ``pyxis_double.c`` built
   into the bed: pyxis's srun options, each step's recorded in ``pyxis.log``), so /etc/slurm's is not read either.
-- ``gres.conf``: each node's GPUs are character devices ``dev/<node>/nvidia<i>`` (``c 1 3``, /dev/null's numbers:
-  Slurm refuses regular files), so that each step gets ``CUDA_VISIBLE_DEVICES`` / ``SLURM_STEP_GPUS`` as on a GPU
-  node.
+- ``gres.conf``: each node's GPUs are character devices ``dev/<node>/nvidia<i>`` (``c <240+k> <i>`` for node ``nk``:
+  numbers of the range Linux leaves for local use, no driver behind them, so opening one fails with ENXIO; Slurm
+  refuses regular files), so that each step gets ``CUDA_VISIBLE_DEVICES`` / ``SLURM_STEP_GPUS`` as on a GPU node.
+- ``cgroup.conf``: devices constrained as most GPU sites do (``ConstrainDevices=yes``, cgroup/v1 under
+  /sys/fs/cgroup, ``slurm_<node>/uid_0/job_J/step_S``): a step may open its own GPUs' device nodes alone (the others:
+  EPERM), and Slurm counts its GPUs from 0 in ``CUDA_VISIBLE_DEVICES`` while ``SLURM_STEP_GPUS`` keeps the node's
+  indices. Stopping the bed removes the cgroups its nodes left.
 - Accounting: a MariaDB of the bed's own (``mariadb-install-db`` into ``db/``, ``mariadbd`` on a free loopback port
   with ``--skip-grant-tables``: no password anywhere) and ``slurmdbd`` on it (``slurmdbd.conf`` beside slurm.conf, mode
   0600, as slurmdbd demands), the cluster added with ``sacctmgr``: ``sacct`` shows every job and step, a few seconds
@@ -43,7 +47,7 @@ slurm-wlm loads every MPI plugin; MpiDefault=none): harmless.
 Stopping is by PID: every job of the cluster cancelled (best effort), then TERM to the slurmd's, slurmctld, slurmdbd,
 mariadbd and munged in that order (KILL after a grace), then any process left whose command line names the
 directory or whose environment's ``SLURM_CONF`` is the bed's (slurmstepd, tasks, an srun still waiting), then the
-directory removed.
+nodes' cgroups and the directory removed.
 ``start`` first stops every bed whose owner is gone (a session killed before its teardown).
 
 Use::
@@ -60,6 +64,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -128,7 +133,7 @@ SlurmdParameters=config_overrides
 PlugStackConfig={root}/plugstack.conf
 TmpFS={root}/tmp
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=task/cgroup
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 GresTypes=gpu
@@ -153,6 +158,16 @@ MinJobAge=5
 {nodes}
 PartitionName={partition} Nodes={node_list} Default=YES MaxTime=INFINITE State=UP
 """
+CGROUP_CONF = """\
+# Written by tests/slurm/cluster.py: steps confined to their GPUs' device nodes, as most GPU sites configure Slurm.
+CgroupPlugin=cgroup/v1
+CgroupAutomount=no
+CgroupMountpoint=/sys/fs/cgroup
+ConstrainDevices=yes
+ConstrainCores=no
+ConstrainRAMSpace=no
+"""
+CGROUPS = Path("/sys/fs/cgroup")
 NODE_LINE = (
     "NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs={cpus} "
     "RealMemory={memory} Gres=gpu:{gpus} State=UNKNOWN"
@@ -190,7 +205,15 @@ def unavailable_reason() -> str | None:
             return f"no {path} ({INSTALL})"
     if not Path("/usr/include/slurm/spank.h").is_file() or shutil.which("cc") is None:
         return f"no spank.h or no C compiler for the pyxis double ({INSTALL})"
+    if not os.access(CGROUPS / "devices" / "devices.allow", os.W_OK):
+        return f"no writable cgroup v1 devices controller at {CGROUPS / 'devices'} (the bed constrains devices)"
     return None
+
+
+def gpu_device(node: str, index: int) -> int:
+    """The device number of GPU `index` of node `node` (n1, n2, ...): major 240 + the node's number, minor the index
+    (240-254: Linux's range for local use, no driver behind it)."""
+    return os.makedev(240 + int(node.lstrip("n")), index)
 
 
 @dataclass
@@ -301,12 +324,13 @@ def _prepare(cluster: Cluster, cpus: int) -> None:
         devices.mkdir(mode=0o755, parents=True)
         for index in range(cluster.gpus_per_node):
             try:
-                os.mknod(devices / f"nvidia{index}", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+                os.mknod(devices / f"nvidia{index}", 0o666 | stat.S_IFCHR, gpu_device(node, index))
             except OSError as exc:
                 raise SlurmError(f"cannot make the GPU device node {devices / f'nvidia{index}'}: {exc}") from exc
         last = cluster.gpus_per_node - 1
         gres.append(f"NodeName={node} Name=gpu File={devices}/nvidia[0-{last}]")
     (root / "gres.conf").write_text("\n".join(gres) + "\n")
+    (root / "cgroup.conf").write_text(CGROUP_CONF)
     _build_pyxis_double(root)
     ctld_port, cluster.dbd_port, cluster.db_port, *node_ports = free_ports(3 + len(cluster.nodes))
     node_lines = [
@@ -455,9 +479,21 @@ def stop_bed(root: Path, processes: Sequence[subprocess.Popen[bytes]] = ()) -> N
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=5)
     terminate(leftover_pids(root), 5.0)
+    _remove_cgroups(root)
     shutil.rmtree(root, ignore_errors=True)
     if root.exists():
         raise SlurmError(f"could not remove {root}")
+
+
+def _remove_cgroups(root: Path) -> None:
+    """The cgroups the bed's nodes left (``slurm_<node>`` and below, deepest first: a cgroup goes only once it holds no
+    process and no child)."""
+    nodes = re.findall(r"^NodeName=(\S+)", _read(root / "slurm.conf"), re.MULTILINE)
+    for node in nodes:
+        for top in CGROUPS.glob(f"*/slurm_{node}"):
+            for group in [*sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)), top]:
+                with contextlib.suppress(OSError):
+                    group.rmdir()
 
 
 def _cancel_jobs(root: Path) -> None:

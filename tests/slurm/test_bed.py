@@ -68,7 +68,8 @@ def test_allocation_nodes_gpu_indices_and_disjoint_steps(slurm_cluster: Cluster)
         ]
         seen = [proc.communicate(timeout=60)[0].split() for proc in steps]
         assert [proc.returncode for proc in steps] == [0, 0]
-        assert sorted(seen) == [["0", "0"], ["1", "1"]]  # CUDA_VISIBLE_DEVICES == SLURM_STEP_GPUS, one GPU each
+        # one GPU each, the node's 0 and 1 (SLURM_STEP_GPUS); CUDA_VISIBLE_DEVICES counts each constrained step's from 0
+        assert sorted(seen) == [["0", "0"], ["0", "1"]]
         assert [j["job_id"] for j in slurm_cluster.jobs(job)] == [job]
         slurm_cluster.run("scancel", str(job))
         wait_for(lambda: not slurm_cluster.jobs(job), 15)

@@ -11,10 +11,16 @@ misses them as it would on a GPU host. Telemetry reads return fixed plausible va
 Tests run side by side on one machine, each its own "GPU host": where the caller's environment sets
 FAKE_GPU_OWNER, a native process (CUDA_VISIBLE_DEVICES) counts only if its environment has the same owner (another
 test's server is on another machine's GPUs); a container's processes (NVIDIA_VISIBLE_DEVICES) count as before.
+
+On the Slurm test cluster (tests/slurm/cluster.py) the GPUs are device nodes: FAKE_GPU_DEVICES names their folder
+(`{node}` is replaced by SLURMD_NODENAME) and the driver shows this process those it may open (its Slurm step's
+cgroup denies the others with EPERM), counted from 0 in their order, each with a UUID from its device number;
+`cuda_selects` is what CUDA in a process with a given CUDA_VISIBLE_DEVICES would run on there.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -44,8 +50,40 @@ class _Memory(NamedTuple):
     free: int
 
 
+def _devices() -> list[Path] | None:
+    """The device nodes this process may open (FAKE_GPU_DEVICES), None when the GPUs are counted (FAKE_GPU_COUNT)."""
+    folder = os.environ.get("FAKE_GPU_DEVICES")
+    if not folder:
+        return None
+    found = []
+    for node in sorted(Path(folder.replace("{node}", os.environ.get("SLURMD_NODENAME", ""))).glob("nvidia*")):
+        try:
+            os.close(os.open(node, os.O_RDONLY))
+        except OSError as exc:
+            if exc.errno == errno.EPERM:  # the cgroup's word: not this process's GPU
+                continue
+        found.append(node)  # opened, or ENXIO: allowed, no driver behind it
+    return found
+
+
 def _count() -> int:
-    return int(os.environ.get("FAKE_GPU_COUNT", "0"))
+    devices = _devices()
+    return len(devices) if devices is not None else int(os.environ.get("FAKE_GPU_COUNT", "0"))
+
+
+def cuda_selects(visible: str) -> list[str]:
+    """The device nodes CUDA would run on with CUDA_VISIBLE_DEVICES=`visible` in this process (indices count the GPUs
+    the driver shows it; UUIDs name them wherever they are counted); an entry it cannot resolve ends the list there,
+    as CUDA's does (no GPU from it on)."""
+    devices = _devices() or []
+    uuids = [nvmlDeviceGetUUID(i) for i in range(len(devices))]
+    chosen = []
+    for entry in (e.strip() for e in visible.split(",") if e.strip()):
+        index = int(entry) if entry.isdigit() else (uuids.index(entry) if entry in uuids else len(devices))
+        if index >= len(devices):
+            break
+        chosen.append(str(devices[index]))
+    return chosen
 
 
 def nvmlInit() -> None:
@@ -68,6 +106,10 @@ def nvmlDeviceGetHandleByIndex(index: int) -> int:
 
 
 def nvmlDeviceGetUUID(handle: int) -> str:
+    devices = _devices()
+    if devices is not None:  # from the device number: the same GPU has the same UUID wherever it is counted
+        number = devices[handle].stat().st_rdev
+        return f"GPU-{os.major(number):08x}-{os.minor(number):04x}-0000-0000-000000000000"
     return f"GPU-0000000{handle}"
 
 
