@@ -38,7 +38,10 @@ SERVER_TESTS := tests/integration tests/fleet tests/container tests/slurm
 # the Slurm bed; tests/scheduling.py WAITS), which cost the workers little. Its output follows the workers'; the step
 # fails if either session failed. Its ports (TEST_PORT_SLOT=3: 29000-31999, tests/conftest.py free_block) lie below
 # Linux's ephemeral range (32768-60999), as the workers' do (slots 0-2).
+# The suite's disk peak: about 6 GiB above the installed checkout (CONTRIBUTING.md, "Disk"); checked first, in one line.
+TEST_FREE_GIB ?= 7
 test: install
+	$(BIN)/python tools/free_space.py $(TEST_FREE_GIB)
 	$(SHARED_CORES) $(PYTEST) tests/unit -m "not quiet" -n 2 --dist loadfile $(call junit,unit)
 	@log=$$(mktemp); \
 	( $(SHARED_CORES) TEST_PORT_SLOT=3 $(PYTEST) $(SERVER_TESTS) -m "waits and not quiet" -p no:xdist \
