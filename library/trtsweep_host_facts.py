@@ -18,7 +18,9 @@ options:
   gpu_indices:
     type: list
     elements: int
-    description: "Only these GPUs (by index) are the run's (on Slurm: the job's GRES indices on the node)."
+    description: >-
+      Only these GPUs (by the node's index) are the run's (on Slurm: the job's GRES indices on the node; a session
+      adopted into a job whose devices are constrained sees them alone, counted from 0: they are given these indices).
   nvidia_smi: {type: str, default: nvidia-smi, description: "nvidia-smi to run."}
   busy_threshold_mb: {type: int, default: 1024, description: "A GPU using more memory than this is busy."}
   cache_dir: {type: path, required: true, description: "trtsweep cache directory on the host (disk check)."}
@@ -97,10 +99,10 @@ def main():
         else:
             gpus, why = hostfacts.discover_gpus(p["nvidia_smi"])
             source, note = "nvidia-smi", why or ""
+        if p["gpu_indices"] is not None:  # only these are the run's (on Slurm: the job's GRES indices on the node)
+            gpus = hostfacts.job_gpus(gpus, p["gpu_indices"])
     except TrtsweepError as exc:
         module.fail_json(msg=str(exc))
-    if p["gpu_indices"] is not None:  # only these are the run's (on Slurm: the job's GRES indices on the node)
-        gpus = [gpu for gpu in gpus if gpu["index"] in set(p["gpu_indices"])]
     problems, found = hostfacts.preflight(
         Path(p["cache_dir"]), p["min_free_gb"], p["runtime"], p["tritonserver"], p["docker"],
         p["container_image"], p["trtllm_version"], p["trtllm_python"], p["trtllm_version_declared"], p["trtllm_image"],

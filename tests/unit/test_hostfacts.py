@@ -138,3 +138,17 @@ def test_the_sweeps_servers_are_tritons_for_the_engine_flow_and_the_pytorch_flow
     assert servers_of({"flow": "pytorch", "servers": ["trtllm-serve"]}) == ["trtllm-serve"]
     assert servers_of({"flow": "pytorch"}) == ["triton"]
     assert servers_of({"flow": ["engine", "pytorch"], "servers": ["trtllm-serve"]}) == ["triton", "trtllm-serve"]
+
+
+def test_the_jobs_gpus_are_found_by_the_nodes_index_in_a_session_that_sees_all_or_only_the_jobs():
+    def gpu(index: int, name: str) -> dict:
+        return {"index": index, "name": name, "memory_mb": 81559, "used_mb": 0}
+
+    node = [gpu(i, f"g{i}") for i in range(8)]  # a session that sees the node's eight GPUs
+    assert hostfacts.job_gpus(node, [5, 4]) == [gpu(4, "g4"), gpu(5, "g5")]
+    adopted = [gpu(0, "g4"), gpu(1, "g5")]  # pam_slurm_adopt into a job holding 4 and 5, devices constrained
+    assert hostfacts.job_gpus(adopted, [4, 5]) == [gpu(4, "g4"), gpu(5, "g5")]
+    assert hostfacts.job_gpus(adopted, [0, 1]) == adopted  # counted alike
+    with pytest.raises(TrtsweepError, match=r"^nvidia-smi here lists GPU\(s\) \[0, 1\]; the Slurm job holds GPU\(s\) "
+                                            r"\[4, 5, 6\] on this node"):  # fmt: skip
+        hostfacts.job_gpus(adopted, [4, 5, 6])

@@ -58,6 +58,20 @@ def discover_gpus(nvidia_smi: str = "nvidia-smi") -> tuple[list[dict[str, Any]],
     return parse_nvidia_smi(out.stdout), None
 
 
+def job_gpus(found: list[dict[str, Any]], indices: list[int]) -> list[dict[str, Any]]:
+    """The GPUs nvidia-smi `found` that are the Slurm job's (`indices`: its GRES indices on the node), by the node's
+    index. A session the site adopted into the job (pam_slurm_adopt, with devices constrained by cgroup) sees the
+    job's GPUs alone, counted from 0 in the node's order: there each is given the node's index of its place."""
+    listed = {gpu["index"] for gpu in found}
+    if set(indices) <= listed:
+        return [gpu for gpu in found if gpu["index"] in set(indices)]
+    if len(found) == len(indices):  # the job's GPUs alone, counted from 0 (a constrained session)
+        ordered = sorted(found, key=lambda gpu: gpu["index"])
+        return [{**gpu, "index": index} for gpu, index in zip(ordered, sorted(indices), strict=True)]
+    raise TrtsweepError(f"nvidia-smi here lists GPU(s) {sorted(listed)}; the Slurm job holds GPU(s) {sorted(indices)} "
+                        "on this node: neither every GPU of the node nor the job's alone")  # fmt: skip
+
+
 def declared_gpus(value: Any) -> list[dict[str, Any]]:
     """The inventory's `trtsweep_gpus`: a count, or a list of {name, memory_mb[, index, used_mb]}."""
     if isinstance(value, bool) or value is None:
