@@ -79,7 +79,10 @@ def test_three_hosts_with_one_home_run_their_own_lanes_and_measure_every_point(
         cwd=ROOT, env=ansible_env({"ANSIBLE_STDOUT_CALLBACK": "default"}), capture_output=True, text=True,
         timeout=1500,
     )  # fmt: skip
-    out = done.stdout[-6000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()  # a failed task's lines first (which host, which task, why), then the end
+    starts = [i for i, line in enumerate(lines) if line.startswith(("fatal:", "failed:"))]
+    failed = [line for i in starts for line in lines[i : i + 20]]
+    out = "\n".join(failed) + "\n" + done.stdout[-6000:] + done.stderr[-3000:]
     folder = results / SWEEP["name"]
     plan = json.loads((folder / "plan.json").read_text())
     records = {p["id"]: json.loads((folder / p["id"] / "status.json").read_text()) for p in plan["points"]}
