@@ -43,7 +43,7 @@ def test_a_lanes_step_takes_its_share_of_the_cpus_the_job_holds_on_the_node():
 def test_a_lanes_points_move_onto_the_gpus_its_step_was_bound_and_are_given_them_by_their_names_there():
     moved = on_step_gpus(LANE, {3: "GPU-d", 2: "GPU-c"})  # bound the node's GPUs 2 and 3
     assert moved["gpus"] == [2, 3]
-    assert [(p["gpus"], p["visible_devices"], p["gpu_names"]) for p in moved["points"]] == [
+    assert [(p["gpus"], p["visible_devices"], p["visible_devices"].split(",")) for p in moved["points"]] == [
         ([2], "GPU-c", ["GPU-c"]), ([2, 3], "GPU-c,GPU-d", ["GPU-c", "GPU-d"])]  # fmt: skip
     assert on_step_gpus(LANE, None) is LANE  # not in a step: as planned
     with pytest.raises(TrtsweepError, match=r"^lane n1-0: its step was bound GPU\(s\) \[3\], it needs 2$"):

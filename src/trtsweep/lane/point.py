@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from trtsweep.common.gpus import parse
 from trtsweep.errors import TrtsweepError
 from trtsweep.lane import journal
 from trtsweep.lane.spec import HostSpec, PointPaths
@@ -666,7 +667,8 @@ class PointRun(PointStages):
     def gpu_names(self) -> list[Any]:
         """The point's GPUs as its commands were given them: the node's indices, or in a Slurm step the names that
         hold there (lane/step.py: UUIDs, or the step's own indices)."""
-        return list(self.p.get("gpu_names") or self.p.get("gpus") or [])
+        visible = str(self.p.get("visible_devices") or "")
+        return parse(visible, "visible_devices") if visible else list(self.p.get("gpus") or [])
 
     def _check_gpus(self, state: ServerState, given: list[Any] | None = None, name: str = "server_gpus.json") -> None:
         """The ready server runs on exactly its GPUs (the point's, or a disaggregated worker's `given`; as NVML sees

@@ -88,7 +88,7 @@ def step_devices(
 def on_step_gpus(lane: dict, devices: Mapping[int, str] | None) -> dict:
     """The lane with its points' GPUs moved onto those Slurm bound to its step (`devices`: `step_devices`; None: not in
     a step), the lane's planned GPUs taken in the same order: the node's indices in `gpus`, their names for the
-    commands in `visible_devices` (and, in order, `gpu_names`)."""
+    commands in `visible_devices`."""
     planned = sorted(lane.get("gpus") or [])
     if devices is None or not planned:
         return lane
@@ -99,8 +99,7 @@ def on_step_gpus(lane: dict, devices: Mapping[int, str] | None) -> dict:
 
     def on_step(point: dict) -> dict:
         gpus = [moved[g] for g in point.get("gpus") or []]
-        names = [devices[g] for g in gpus]
-        return {**point, "gpus": gpus, "visible_devices": ",".join(names), "gpu_names": names}
+        return {**point, "gpus": gpus, "visible_devices": ",".join(devices[g] for g in gpus)}
 
     return {**lane, "gpus": [moved[g] for g in planned], "points": [on_step(p) for p in lane["points"]]}
 
@@ -117,7 +116,8 @@ def step_record(point: dict) -> dict:
              "cpus": "SLURM_CPUS_PER_TASK"}  # fmt: skip
     slurm = {key: env.get(var) for key, var in names.items()}
     # the names its commands were given the GPUs by (UUIDs, or the step's own indices where devices are constrained)
-    return {"gpus": list(point.get("gpus") or []), "slurm": {**slurm, "devices": point.get("gpu_names")}}
+    devices = [d for d in str(point.get("visible_devices") or "").split(",") if d]
+    return {"gpus": list(point.get("gpus") or []), "slurm": {**slurm, "devices": devices}}
 
 
 def job_state(job_id: str) -> str:

@@ -110,23 +110,18 @@ def _fit(docker: str, image: str, wanted: dict[str, int]) -> Fitted:
     return Fitted(fitted, notes)
 
 
-def init_pid(docker: str, name: str) -> int | None:
-    """The host pid of the running container's init (docker-init / podman-init), None when it is not running."""
+def root(docker: str, name: str) -> int:
+    """Where the container's processes start: the host pid of its init (docker-init / podman-init); TrtsweepError when
+    it is not running."""
     try:
         out = subprocess.run([docker, "inspect", "-f", "{{.State.Pid}}", name], capture_output=True, text=True,
                              timeout=30, check=False)  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    pid = out.stdout.strip()
-    return int(pid) if out.returncode == 0 and pid.isdigit() and int(pid) > 0 else None
-
-
-def root(docker: str, name: str) -> int:
-    """Where the container's processes start (its init's host pid); TrtsweepError when it is not running."""
-    pid = init_pid(docker, name)
-    if pid is None:
+        out = None
+    pid = out.stdout.strip() if out is not None and out.returncode == 0 else ""
+    if not pid.isdigit() or int(pid) == 0:
         raise TrtsweepError(f"the container {name} is not running")
-    return pid
+    return int(pid)
 
 
 def preflight(docker: str) -> str | None:
